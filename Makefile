@@ -1,0 +1,25 @@
+# Quick start: `make demo` and `make test` each create .venv when missing and install.
+PYTHON ?= python3
+VENV := .venv
+STAMP := $(VENV)/.kerasgen-installed
+export KERAS_BACKEND ?= tensorflow
+export TF_CPP_MIN_LOG_LEVEL ?= 2
+
+.PHONY: demo test install clean
+
+install: $(STAMP)
+
+$(STAMP): setup.py pyproject.toml
+	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(VENV)/bin/python -m pip install --quiet -e ".[test]"
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(VENV)/bin/python examples/quickstart.py
+
+test: $(STAMP)
+	$(VENV)/bin/python -m pytest -q
+
+clean:
+	rm -rf $(VENV) build *.egg-info .pytest_cache

@@ -1,0 +1,18 @@
+"""kerasgen: keras.utils.PyDataset generators for Keras 3.
+
+Arrays, image folders, CSV lists and custom datasets, with per-epoch shuffling that is
+reproducible from one seed, label modes and batches that are identical with any number
+of workers.
+"""
+
+from kerasgen.base import Generator
+from kerasgen.generators import ArrayGenerator, CSVGenerator, ImageFolderGenerator
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "ArrayGenerator",
+    "CSVGenerator",
+    "Generator",
+    "ImageFolderGenerator",
+]

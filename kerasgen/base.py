@@ -1,0 +1,280 @@
+"""`Generator`: the PyDataset that wires source, sampler, loader, augmentation and batching.
+
+A subclass says how many samples there are, their labels, and how to load sample i
+(`load_sample`); everything else (order, epochs, label encoding, augmentation, batch
+assembly, workers, state) lives here.
+"""
+
+import math
+import sys
+
+import numpy as np
+from keras.utils import PyDataset
+
+from kerasgen import _checks, batching, labels as labels_mod, seeding
+
+AUTO = "auto"
+
+
+def _called_from_keras_reset():
+    """True when the caller chain holds Keras's `EpochIterator.reset`.
+
+    Keras 3 (`keras/src/trainers/epoch_iterator.py`) calls `on_epoch_end()` from
+    `reset()` once before the first batch of `fit` and `evaluate`. That call ends no
+    epoch, so it must not advance ours.
+    """
+    frame = sys._getframe(2)
+    for _ in range(6):
+        if frame is None:
+            return False
+        code = frame.f_code
+        if code.co_name == "reset" and code.co_filename.endswith("epoch_iterator.py"):
+            return True
+        frame = frame.f_back
+    return False
+
+
+class Generator(PyDataset):
+    """Base class of every kerasgen generator; subclass it for a custom dataset.
+
+    ```python
+    class MyData(kg.Generator):
+        def __init__(self, records, **kwargs):
+            self.records = records
+            super().__init__(num_samples=len(records),
+                             labels=[r.label for r in records], **kwargs)
+
+        def load_sample(self, index):   # -> x, or (x, y) when it carries its own target
+            return np.load(self.records[index].path)
+    ```
+
+    Args:
+        num_samples: how many samples the dataset holds.
+        labels: one label per sample (class names or integer ids; a list of labels per
+            sample or a (n, C) 0/1 array for "multi_label"; any array for "raw"), or None.
+        batch_size: samples per batch; the last partial batch is kept unless
+            `drop_remainder=True`.
+        shuffle: reshuffle each epoch; the order of epoch e is a pure function of
+            (seed, e). False keeps the source order.
+        seed: int, or None to draw one seed once (shown by `repr`).
+        label_mode: "int", "categorical", "binary", "multi_label", "raw" or None.
+            "auto" (the base class's default): "categorical" when labels are given,
+            otherwise None.
+        num_classes: width of one-hot / multi-hot targets; inferred when None.
+        class_names: names of the classes, in class-id order.
+        dtype: "float32", "float16", "uint8", or None to keep the samples' own dtype.
+        augment: None, or a callable `fn(x, rng) -> x` applied per sample, with `rng` a
+            numpy Generator derived from (seed, epoch, position in the epoch).
+        sampler: None, or an object with `plan(labels, seed, epoch) -> indices` that
+            chooses the samples of each epoch.
+        drop_remainder: drop the last partial batch.
+        sample_weight: optional per-sample weights, returned as the batch's third element.
+        workers, use_multiprocessing, max_queue_size: passed to `keras.utils.PyDataset`.
+    """
+
+    rescale = None  # image generators set a factor applied when converting to float
+
+    def __init__(self, num_samples, labels=None, *, batch_size=32, shuffle=True, seed=None,
+                 label_mode=AUTO, num_classes=None, class_names=None, dtype="float32",
+                 augment=None, sampler=None, drop_remainder=False, sample_weight=None,
+                 workers=1, use_multiprocessing=False, max_queue_size=10):
+        super().__init__(
+            workers=_checks.positive_int("workers", workers),
+            use_multiprocessing=bool(use_multiprocessing),
+            max_queue_size=_checks.positive_int("max_queue_size", max_queue_size),
+        )
+        self.num_samples = _checks.non_negative_int("num_samples", num_samples)
+        self.batch_size = _checks.positive_int("batch_size", batch_size)
+        self.shuffle = bool(shuffle)
+        self.seed = seeding.resolve_seed(seed)
+        self.dtype = _checks.one_of("dtype", dtype, batching.DTYPES)
+        self.drop_remainder = bool(drop_remainder)
+        if augment is not None and not callable(augment):
+            _checks.fail("augment", "None or a callable fn(x, rng) -> x", augment, TypeError)
+        self.augment = augment
+        if sampler is not None and not callable(getattr(sampler, "plan", None)):
+            _checks.fail("sampler", "None or an object with a plan(labels, seed, epoch) "
+                         "method", sampler, TypeError)
+        self.sampler = sampler
+        if label_mode == AUTO:
+            label_mode = "categorical" if labels is not None else None
+        _checks.one_of("label_mode", label_mode, labels_mod.LABEL_MODES)
+        if labels is None and label_mode not in (None, "raw"):
+            raise ValueError(
+                f"label_mode={label_mode!r} needs labels, but none were given. Pass "
+                "`labels` (one per sample) or use label_mode=None."
+            )
+        if labels is not None and _length(labels) != self.num_samples:
+            raise ValueError(
+                f"`labels` must hold one entry per sample ({self.num_samples}). "
+                f"Received: {_length(labels)} labels."
+            )
+        self._targets = labels_mod.encode(labels, label_mode, class_names, num_classes,
+                                          describe=self.describe_sample)
+        self.label_mode = label_mode
+        if sample_weight is not None:
+            sample_weight = np.asarray(sample_weight, dtype="float32")
+            if sample_weight.shape != (self.num_samples,):
+                raise ValueError(
+                    f"`sample_weight` must have shape ({self.num_samples},), one weight "
+                    f"per sample. Received: shape {sample_weight.shape}."
+                )
+            if not np.isfinite(sample_weight).all():
+                i = int(np.flatnonzero(~np.isfinite(sample_weight))[0])
+                raise ValueError(f"`sample_weight` must be finite. Received: "
+                                 f"{sample_weight[i]} at {self.describe_sample(i)}.")
+        self.sample_weight = sample_weight
+        self._epoch = 0
+        self._epoch_open = False
+        self._plan_cache = None
+        if len(self) == 0:
+            raise ValueError(
+                f"The generator would yield no batch: {self.num_samples} samples, "
+                f"batch_size={self.batch_size}, drop_remainder={self.drop_remainder}. "
+                "Use a smaller batch_size or drop_remainder=False."
+            )
+
+    # ----------------------------------------------------------------- the source
+    def load_sample(self, index):
+        """Returns sample `index`: x, or (x, y) when the sample carries its own target."""
+        raise NotImplementedError(
+            f"{type(self).__name__} must implement load_sample(index) -> x or (x, y)."
+        )
+
+    def describe_sample(self, index):
+        """How error messages name sample `index` (a file, a row...)."""
+        return f"sample {index}"
+
+    # ----------------------------------------------------------------- what users read
+    @property
+    def epoch(self):
+        """The epoch whose batches `gen[i]` returns now."""
+        return self._epoch
+
+    @property
+    def labels(self):
+        """One int class id per sample (None when samples have no single class)."""
+        return self._targets.class_ids
+
+    @property
+    def class_names(self):
+        return self._targets.class_names
+
+    @property
+    def num_classes(self):
+        return self._targets.num_classes
+
+    def __len__(self):
+        n = len(self.epoch_plan()) if self.sampler is not None else self.num_samples
+        if self.drop_remainder:
+            return n // self.batch_size
+        return math.ceil(n / self.batch_size)
+
+    def __repr__(self):
+        return (f"{type(self).__name__}(num_samples={self.num_samples}, "
+                f"batch_size={self.batch_size}, shuffle={self.shuffle}, seed={self.seed}, "
+                f"label_mode={self.label_mode!r}, epoch={self._epoch})")
+
+    # ----------------------------------------------------------------- order
+    def epoch_plan(self, epoch=None):
+        """The sample indices of `epoch` (default: the current one), in batch order."""
+        epoch = self._epoch if epoch is None else epoch
+        cached = self._plan_cache
+        if cached is not None and cached[0] == epoch:
+            return cached[1]
+        if self.sampler is not None:
+            plan = np.asarray(self.sampler.plan(self.labels, self.seed, epoch), dtype="int64")
+        elif self.shuffle:
+            plan = seeding.rng(self.seed, seeding.ORDER, epoch).permutation(self.num_samples)
+        else:
+            plan = np.arange(self.num_samples)
+        self._plan_cache = (epoch, plan)
+        return plan
+
+    def on_epoch_begin(self):
+        self._epoch_open = True
+
+    def on_epoch_end(self):
+        """Advances to the next epoch (new order, new augmentation draws)."""
+        if not self._epoch_open and _called_from_keras_reset():
+            return
+        self._epoch_open = False
+        self._epoch += 1
+
+    def get_state(self):
+        """A small JSON-able dict; `set_state` on a fresh generator resumes from it."""
+        return {"epoch": self._epoch, "seed": self.seed, "num_samples": self.num_samples}
+
+    def set_state(self, state):
+        if state.get("num_samples") != self.num_samples:
+            raise ValueError(
+                "The state belongs to a generator over "
+                f"{state.get('num_samples')} samples, this one has {self.num_samples}. "
+                "Restore it into a generator built over the same data."
+            )
+        self.seed = seeding.resolve_seed(state["seed"])
+        self._epoch = _checks.non_negative_int("state['epoch']", state["epoch"])
+        self._epoch_open = False
+        self._plan_cache = None
+
+    # ----------------------------------------------------------------- batches
+    def __getitem__(self, index):
+        n_batches = len(self)
+        if not isinstance(index, (int, np.integer)):
+            raise TypeError(f"Batch index must be an integer. Received: {index!r}")
+        if index < 0:
+            index += n_batches
+        if not 0 <= index < n_batches:
+            raise IndexError(f"Batch index out of range: {index} for a generator of "
+                             f"{n_batches} batches.")
+        start = index * self.batch_size
+        indices = self.epoch_plan()[start:start + self.batch_size]
+        positions = np.arange(start, start + len(indices))
+        x, y = self.load_batch(indices, positions)
+        if self._targets.label_mode is not None:
+            y = self._targets.batch(indices)
+        if y is None:
+            return (x,)
+        if self.sample_weight is not None:
+            return x, y, self.sample_weight[indices]
+        return x, y
+
+    def load_batch(self, indices, positions):
+        """Loads, augments and assembles the samples `indices` into (x, y or None).
+
+        `positions` are the samples' places in the epoch; with the epoch and the seed
+        they key each sample's augmentation draws.
+        """
+        x_batch = y_batch = None
+        for k, (index, position) in enumerate(zip(indices, positions)):
+            sample = self.load_sample(int(index))
+            x, y = sample if isinstance(sample, tuple) else (sample, None)
+            x = self.augment_sample(x, position)
+            if x_batch is None:
+                x_batch = batching.allocate(x, len(indices))
+                y_batch = None if y is None else batching.allocate(y, len(indices))
+            where = self.describe_sample(int(index))
+            batching.write(x_batch, k, x, where)
+            if y_batch is not None:
+                batching.write(y_batch, k, y, where)
+        return self.finish_x(x_batch), y_batch
+
+    def augment_sample(self, x, position):
+        if self.augment is None:
+            return x
+        return self.augment(x, seeding.rng(self.seed, seeding.AUGMENT, self._epoch, position))
+
+    def finish_x(self, x_batch):
+        """Converts an assembled batch to `dtype` in one vectorised step."""
+        return batching.convert(x_batch, self.dtype, self.rescale)
+
+    def __getstate__(self):
+        state = self.__dict__.copy()
+        state["_plan_cache"] = None
+        return state
+
+
+def _length(values):
+    if isinstance(values, dict):
+        return len(next(iter(values.values()))) if values else 0
+    return len(values)

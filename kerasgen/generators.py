@@ -1,0 +1,252 @@
+"""The ready-made generators: in-memory arrays, image folders and CSV lists."""
+
+import numbers
+import os
+import warnings
+
+import numpy as np
+
+from kerasgen import _checks, images, sources
+from kerasgen.base import Generator
+
+
+def _as_arrays(value, name):
+    """An ndarray, or a dict of ndarrays, with the number of samples they hold."""
+    if isinstance(value, dict):
+        if not value:
+            _checks.fail(name, "a non-empty dict of arrays", value)
+        arrays = {k: np.asarray(v) for k, v in value.items()}
+        lengths = {k: len(v) for k, v in arrays.items()}
+        if len(set(lengths.values())) != 1:
+            raise ValueError(f"Every array of `{name}` must hold the same number of "
+                             f"samples. Received lengths {lengths}.")
+        return arrays, next(iter(lengths.values()))
+    array = np.asarray(value)
+    if array.ndim == 0:
+        _checks.fail(name, "an array with one row per sample", value, TypeError)
+    return array, len(array)
+
+
+class ArrayGenerator(Generator):
+    """Batches of in-memory arrays, for any rank of x (tabular, images, sequences).
+
+    Args:
+        x: an array (n, ...) or a dict of arrays (multi-input models).
+        y: None, an array (n, ...) or a dict of arrays (multi-output models).
+        sample_weight: optional (n,) weights, returned as the batch's third element.
+        label_mode: "raw" (default: y as given), "int", "categorical", "binary",
+            "multi_label" or None (x only).
+        **common: batch_size, shuffle, seed, num_classes, class_names, dtype ("float32"
+            by default; None keeps x's own dtype), augment, sampler, drop_remainder,
+            workers, use_multiprocessing, max_queue_size (see `kg.Generator`).
+    """
+
+    def __init__(self, x, y=None, *, sample_weight=None, label_mode="raw", **common):
+        self.x, num_samples = _as_arrays(x, "x")
+        if y is not None:
+            y, num_targets = _as_arrays(y, "y")
+            if num_targets != num_samples:
+                raise ValueError(
+                    "`x` and `y` must hold the same number of samples. Received: "
+                    f"len(x)={num_samples}, len(y)={num_targets}."
+                )
+        elif label_mode not in ("raw", None):
+            raise ValueError(f"label_mode={label_mode!r} needs `y`. Received: y=None.")
+        super().__init__(num_samples, labels=y, label_mode=label_mode,
+                         sample_weight=sample_weight, **common)
+
+    def load_sample(self, index):
+        if isinstance(self.x, dict):
+            return {k: v[index] for k, v in self.x.items()}
+        return self.x[index]
+
+    def load_batch(self, indices, positions):
+        if self.augment is not None:
+            return super().load_batch(indices, positions)
+        if isinstance(self.x, dict):
+            x = {k: np.take(v, indices, axis=0) for k, v in self.x.items()}
+        else:
+            x = np.take(self.x, indices, axis=0)
+        return self.finish_x(x), None
+
+
+class _ImageFileGenerator(Generator):
+    """Shared by the generators whose samples are image files."""
+
+    def _set_images(self, file_paths, image_size, color_mode, interpolation, rescale):
+        self.file_paths = list(file_paths)
+        self.image_size = _checks.image_size(image_size)
+        self.color_mode = images.check_color_mode(color_mode)
+        self.interpolation = images.check_interpolation(interpolation)
+        if rescale is not None and (isinstance(rescale, bool)
+                                    or not isinstance(rescale, numbers.Real)):
+            _checks.fail("rescale", "None or a number (1/255, say)", rescale, TypeError)
+        self.rescale = rescale
+
+    def describe_sample(self, index):
+        return self.file_paths[index]
+
+    def load_sample(self, index):
+        return images.load(self.file_paths[index], self.image_size, self.color_mode,
+                           self.interpolation)
+
+    def load_batch(self, indices, positions):
+        if self.augment is not None:
+            return super().load_batch(indices, positions)
+        height, width = self.image_size
+        out = np.empty((len(indices), height, width, images.COLOR_MODES[self.color_mode]),
+                       dtype=np.uint8)
+        for k, index in enumerate(indices):
+            images.load(self.file_paths[index], self.image_size, self.color_mode,
+                        self.interpolation, out=out[k])
+        return self.finish_x(out), None
+
+
+class ImageFolderGenerator(_ImageFileGenerator):
+    """Images in a folder with one subfolder per class (searched recursively).
+
+    Args:
+        directory: the folder. With label_mode=None and no class subfolders, every image
+            in it is loaded, without labels (inference).
+        image_size: (height, width) every image is resized to.
+        color_mode: "rgb", "rgba" or "grayscale".
+        class_names: the classes to use, in class-id order; default: the sorted
+            subfolder names.
+        validation_split, subset: a seeded, stratified split; subset "training" or
+            "validation". Generators built with the same seed never overlap and together
+            hold every file.
+        label_mode: "categorical" (default), "int", "binary", "raw" (class ids) or None.
+        interpolation: "area" (default), "bilinear", "bicubic", "nearest", "lanczos".
+        rescale: factor applied when converting to a float dtype (1/255, say).
+        follow_links: follow symbolic links to folders.
+        **common: see `kg.Generator`.
+    """
+
+    def __init__(self, directory, *, image_size=(256, 256), color_mode="rgb",
+                 class_names=None, validation_split=None, subset=None,
+                 label_mode="categorical", interpolation="area", rescale=None,
+                 follow_links=False, seed=None, **common):
+        if label_mode == "multi_label":
+            raise ValueError("label_mode='multi_label' does not apply to a folder of "
+                             "classes; use a CSVGenerator with several label columns.")
+        paths, class_ids, names = sources.list_image_folder(
+            directory, class_names, classes_required=label_mode is not None,
+            follow_links=follow_links)
+        keep = sources.validation_subset(class_ids, len(paths), validation_split, subset,
+                                         seed)
+        if keep is not None:
+            paths = [paths[i] for i in keep]
+            class_ids = None if class_ids is None else class_ids[keep]
+        self.directory = os.fspath(directory)
+        self.validation_split, self.subset = validation_split, subset
+        self._set_images(paths, image_size, color_mode, interpolation, rescale)
+        super().__init__(len(paths), labels=class_ids, label_mode=label_mode,
+                         class_names=names, seed=seed, **common)
+
+
+class CSVGenerator(_ImageFileGenerator):
+    """Images listed in a CSV file (or a pandas DataFrame): a path column and labels.
+
+    Args:
+        csv: path to a CSV file with a header line, or a pandas DataFrame.
+        x_col: the column of image paths, relative to `directory`.
+        y_col: a label column; a list of 0/1 columns for label_mode="multi_label"; a list
+            of numeric columns for label_mode="raw" (multi-target regression).
+        directory: the folder paths are relative to (default: the CSV file's folder, or
+            the working directory for a DataFrame). Paths that leave it through '..' or
+            an absolute path are refused unless allow_outside=True.
+        label_mode: "categorical" (default), "int", "binary", "multi_label", "raw" or None.
+        label_delimiter: separates several labels in one cell for "multi_label" ("a|b").
+        on_missing: "raise" (default) when listed files do not exist, or "skip" to drop
+            those rows with a warning.
+        image_size, color_mode, class_names, interpolation, rescale: as for
+            ImageFolderGenerator.
+        **common: see `kg.Generator`.
+    """
+
+    def __init__(self, csv, *, x_col="filename", y_col="label", directory=None,
+                 image_size=(256, 256), color_mode="rgb", class_names=None,
+                 label_mode="categorical", label_delimiter="|", on_missing="raise",
+                 allow_outside=False, interpolation="area", rescale=None, **common):
+        _checks.one_of("on_missing", on_missing, ("raise", "skip"))
+        table = sources.Table(csv)
+        table.column(x_col, "x_col")
+        y_cols = None
+        if label_mode is not None:
+            y_cols = list(y_col) if isinstance(y_col, (list, tuple)) else [y_col]
+            for name in y_cols:
+                table.column(name, "y_col")
+            if len(y_cols) > 1 and label_mode not in ("multi_label", "raw"):
+                raise ValueError(
+                    f"Several `y_col` columns need label_mode='multi_label' (0/1 columns) "
+                    f"or 'raw' (numeric targets). Received: label_mode={label_mode!r}, "
+                    f"y_col={y_col!r}."
+                )
+        paths = sources.resolve_paths(table.columns[x_col], table, directory,
+                                      allow_outside, table.describe)
+        missing = [i for i, p in enumerate(paths) if not os.path.isfile(p)]
+        self.skipped = []
+        if missing:
+            listed = ", ".join(f"{paths[i]} ({table.describe(i)})" for i in missing[:5])
+            if on_missing == "raise":
+                raise FileNotFoundError(
+                    f"{len(missing)} files listed in {table.name()} do not exist: {listed}"
+                    f"{' ...' if len(missing) > 5 else ''}. Fix the paths (or `directory`), "
+                    "or pass on_missing='skip' to drop those rows."
+                )
+            self.skipped = [paths[i] for i in missing]
+            warnings.warn(f"Skipping {len(missing)} rows of {table.name()} whose files do "
+                          f"not exist: {listed}{' ...' if len(missing) > 5 else ''}. "
+                          "`gen.skipped` lists them all.", stacklevel=2)
+            gone = set(missing)
+            keep = [i for i in range(len(paths)) if i not in gone]
+            table.subset(keep)
+            paths = [paths[i] for i in keep]
+            if not paths:
+                raise ValueError(f"No row of {table.name()} names an existing file.")
+        self.table = table
+        self.directory = directory
+        self._set_images(paths, image_size, color_mode, interpolation, rescale)
+        labels, names = None, class_names
+        if y_cols is not None:
+            labels = _csv_labels(table, y_cols, label_mode, label_delimiter)
+            if len(y_cols) > 1 and label_mode == "multi_label" and names is None:
+                names = y_cols
+        super().__init__(len(paths), labels=labels, label_mode=label_mode,
+                         class_names=names, **common)
+
+    def describe_sample(self, index):
+        return f"{self.file_paths[index]} ({self.table.describe(index)})"
+
+
+def _csv_labels(table, y_cols, label_mode, delimiter):
+    """The label columns as the values `labels.encode` expects for `label_mode`."""
+    columns = [[sources.parse_number(v) for v in table.columns[c]] for c in y_cols]
+    if len(y_cols) > 1 or label_mode == "raw":
+        rows = list(zip(*columns))
+        for i, row in enumerate(rows):
+            for name, value in zip(y_cols, row):
+                if not isinstance(value, numbers.Real) or isinstance(value, bool):
+                    raise ValueError(
+                        f"Column {name!r} must hold numbers for label_mode="
+                        f"{label_mode!r}. Received: {value!r} at {table.describe(i)}."
+                    )
+        matrix = np.asarray(rows, dtype="float32" if label_mode == "raw" else "float64")
+        return matrix[:, 0] if label_mode == "raw" and len(y_cols) == 1 else matrix
+    values = columns[0]
+    if label_mode == "multi_label":
+        return [[sources.parse_number(part.strip()) for part in v.split(delimiter)
+                 if part.strip()] if isinstance(v, str) and v.strip() else _missing_or(v)
+                for v in values]
+    if all(isinstance(v, numbers.Real) for v in values):
+        return values  # ids (non-integers and NaN are refused by the encoder)
+    return [None if _missing_or(v) is None else str(v) for v in table.columns[y_cols[0]]]
+
+
+def _missing_or(value):
+    """None for an empty cell or NaN, else the value."""
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return None
+    if isinstance(value, float) and np.isnan(value):
+        return None
+    return value

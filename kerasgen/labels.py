@@ -1,0 +1,264 @@
+"""Label encoding: per-sample targets are encoded once, batches are gathered from them."""
+
+import numbers
+
+import numpy as np
+
+from kerasgen import _checks
+
+LABEL_MODES = ("int", "categorical", "binary", "multi_label", "raw", None)
+CLASS_MODES = ("int", "categorical", "binary")
+
+
+def _row_name(describe, i):
+    return describe(i) if describe is not None else f"sample {i}"
+
+
+def _is_missing(value):
+    if value is None:
+        return True
+    if isinstance(value, numbers.Real) and not isinstance(value, bool):
+        return bool(np.isnan(value))
+    return isinstance(value, str) and value.strip() == ""
+
+
+class Targets:
+    """What a generator knows of its samples' targets.
+
+    class_ids: one int class id per sample (None for multi-label or non-class targets);
+    multi_hot: (n, num_classes) uint8 for multi-label; raw: the targets as given
+    (array or dict of arrays). `batch(indices)` builds y for one batch.
+    """
+
+    def __init__(self, label_mode, class_ids=None, multi_hot=None, raw=None,
+                 class_names=None, num_classes=None):
+        self.label_mode = label_mode
+        self.class_ids = class_ids
+        self.multi_hot = multi_hot
+        self.raw = raw
+        self.class_names = list(class_names) if class_names is not None else None
+        self.num_classes = num_classes
+
+    def batch(self, indices):
+        mode = self.label_mode
+        if mode is None:
+            return None
+        if mode == "int":
+            return self.class_ids[indices].astype("int32")
+        if mode == "categorical":
+            out = np.zeros((len(indices), self.num_classes), dtype="float32")
+            out[np.arange(len(indices)), self.class_ids[indices]] = 1.0
+            return out
+        if mode == "binary":
+            return self.class_ids[indices].astype("float32")[:, None]
+        if mode == "multi_label":
+            return self.multi_hot[indices].astype("float32")
+        if isinstance(self.raw, dict):
+            return {k: np.take(v, indices, axis=0) for k, v in self.raw.items()}
+        return np.take(self.raw, indices, axis=0)
+
+
+def _check_ids(ids, num_classes, describe):
+    bad = np.flatnonzero((ids < 0) | (ids >= num_classes))
+    if bad.size:
+        i = int(bad[0])
+        raise ValueError(
+            f"Label ids must lie in [0, num_classes) = [0, {num_classes}). "
+            f"Received: label {int(ids[i])} at {_row_name(describe, i)} "
+            f"({bad.size} labels out of range in all). "
+            "Pass `num_classes` or `class_names` that cover every label."
+        )
+
+
+def _resolve_num_classes(num_classes, inferred):
+    if num_classes is None:
+        return inferred
+    num_classes = _checks.positive_int("num_classes", num_classes)
+    return num_classes
+
+
+def encode_class_labels(values, label_mode, class_names=None, num_classes=None,
+                        describe=None):
+    """Targets from one label per sample: class names (str) or integer class ids."""
+    values = list(values) if not isinstance(values, np.ndarray) else values
+    if isinstance(values, np.ndarray) and values.ndim == 2 and values.shape[1] == 1:
+        values = values[:, 0]
+    if isinstance(values, np.ndarray) and values.ndim != 1:
+        raise ValueError(
+            f"Expected one label per sample for label_mode={label_mode!r}. "
+            f"Received: labels of shape {values.shape}. Use label_mode='multi_label' "
+            "for multi-hot rows or label_mode='raw' for other targets."
+        )
+    for i, v in enumerate(values):
+        if _is_missing(v):
+            raise ValueError(
+                f"Labels must not be missing or NaN. Received: {v!r} at "
+                f"{_row_name(describe, i)}. Fill or drop that row."
+            )
+    strings = [isinstance(v, str) for v in values]
+    if any(strings) and not all(strings):
+        raise ValueError(
+            "Labels must be all class names (str) or all integer ids, not a mix. "
+            f"Received: {values[strings.index(False)]!r} and "
+            f"{values[strings.index(True)]!r}."
+        )
+    if len(values) and all(strings):
+        names = sorted(set(values)) if class_names is None else list(class_names)
+        lookup = {name: k for k, name in enumerate(names)}
+        unknown = [i for i, v in enumerate(values) if v not in lookup]
+        if unknown:
+            i = unknown[0]
+            raise ValueError(
+                f"Label {values[i]!r} at {_row_name(describe, i)} is not one of "
+                f"`class_names`={names} ({len(unknown)} rows with unknown labels)."
+            )
+        ids = np.array([lookup[v] for v in values], dtype="int64")
+        num_classes = _resolve_num_classes(num_classes, len(names))
+        if num_classes < len(names):
+            _checks.fail("num_classes", f"at least the number of classes ({len(names)})",
+                         num_classes)
+    else:
+        arr = np.asarray(values)
+        if arr.size and not np.issubdtype(arr.dtype, np.number):
+            raise TypeError(
+                f"Labels must be class names (str) or integer ids for "
+                f"label_mode={label_mode!r}. Received: dtype {arr.dtype}."
+            )
+        ids = arr.astype("int64") if arr.size else np.zeros(0, "int64")
+        if arr.size and not np.array_equal(ids, arr):
+            i = int(np.flatnonzero(ids != arr)[0])
+            raise ValueError(
+                f"Class ids must be integers. Received: {arr[i]!r} at "
+                f"{_row_name(describe, i)}. Use label_mode='raw' for real-valued targets."
+            )
+        inferred = len(class_names) if class_names is not None else (
+            int(ids.max()) + 1 if ids.size else 0)
+        num_classes = _resolve_num_classes(num_classes, inferred)
+        _check_ids(ids, num_classes, describe)
+        names = (list(class_names) if class_names is not None
+                 else [str(k) for k in range(num_classes)])
+    if label_mode == "binary" and num_classes > 2:
+        raise ValueError(
+            f"label_mode='binary' needs at most two classes. Received: {num_classes} "
+            f"classes ({names[:5]}{'...' if len(names) > 5 else ''}). Use "
+            "label_mode='categorical' or 'int'."
+        )
+    return Targets(label_mode, class_ids=ids, class_names=names, num_classes=num_classes)
+
+
+def encode_multi_labels(values, class_names=None, num_classes=None, describe=None):
+    """Targets from a (n, C) 0/1 matrix or from one list of labels per sample."""
+    if isinstance(values, np.ndarray) and values.ndim == 2:
+        if np.issubdtype(values.dtype, np.floating) and np.isnan(values).any():
+            i = int(np.flatnonzero(np.isnan(values).any(axis=1))[0])
+            raise ValueError(
+                f"Labels must not be NaN. Received: NaN at {_row_name(describe, i)}."
+            )
+        if not np.isin(values, (0, 1)).all():
+            i = int(np.flatnonzero(~np.isin(values, (0, 1)).all(axis=1))[0])
+            raise ValueError(
+                "Multi-label columns must hold only 0 and 1. Received: "
+                f"{values[i].tolist()} at {_row_name(describe, i)}."
+            )
+        n_cols = values.shape[1]
+        names = list(class_names) if class_names is not None else [str(k) for k in range(n_cols)]
+        if len(names) != n_cols:
+            _checks.fail("class_names", f"{n_cols} names, one per label column", class_names)
+        num_classes = _resolve_num_classes(num_classes, n_cols)
+        if num_classes != n_cols:
+            _checks.fail("num_classes", f"the number of label columns ({n_cols})", num_classes)
+        return Targets("multi_label", multi_hot=values.astype("uint8"),
+                       class_names=names, num_classes=num_classes)
+    rows = []
+    for i, row in enumerate(values):
+        if isinstance(row, (str, numbers.Integral)):
+            row = [row]
+        if row is None or (isinstance(row, float) and np.isnan(row)):
+            raise ValueError(f"Labels must not be missing. Received: {row!r} at "
+                             f"{_row_name(describe, i)}. Use an empty list for a sample "
+                             "with no labels.")
+        row = list(row)
+        if any(_is_missing(v) for v in row):
+            raise ValueError(f"Labels must not be missing. Received: {row!r} at "
+                             f"{_row_name(describe, i)}.")
+        rows.append(row)
+    flat = [v for row in rows for v in row]
+    if flat and all(isinstance(v, str) for v in flat):
+        names = sorted(set(flat)) if class_names is None else list(class_names)
+        lookup = {name: k for k, name in enumerate(names)}
+        for i, row in enumerate(rows):
+            for v in row:
+                if v not in lookup:
+                    raise ValueError(f"Label {v!r} at {_row_name(describe, i)} is not one "
+                                     f"of `class_names`={names}.")
+        id_rows = [[lookup[v] for v in row] for row in rows]
+        num_classes = _resolve_num_classes(num_classes, len(names))
+    else:
+        id_rows = [[int(v) for v in row] for row in rows]
+        inferred = (len(class_names) if class_names is not None
+                    else max(flat, default=-1) + 1)
+        num_classes = _resolve_num_classes(num_classes, inferred)
+        names = (list(class_names) if class_names is not None
+                 else [str(k) for k in range(num_classes)])
+    multi_hot = np.zeros((len(rows), num_classes), dtype="uint8")
+    for i, row in enumerate(id_rows):
+        ids = np.asarray(row, dtype="int64")
+        _check_ids(ids, num_classes, lambda _, i=i: _row_name(describe, i))
+        multi_hot[i, ids] = 1
+    return Targets("multi_label", multi_hot=multi_hot, class_names=names,
+                   num_classes=num_classes)
+
+
+def encode_raw(values, describe=None):
+    """Targets used as given; class ids are kept when they are one integer per sample."""
+    if isinstance(values, dict):
+        return Targets("raw", raw=values)
+    arr = np.asarray(values)
+    if np.issubdtype(arr.dtype, np.floating) and np.isnan(arr).any():
+        i = int(np.flatnonzero(np.isnan(arr.reshape(len(arr), -1)).any(axis=1))[0])
+        raise ValueError(f"Targets must not be NaN. Received: NaN at {_row_name(describe, i)}.")
+    class_ids = None
+    flat = arr[:, 0] if arr.ndim == 2 and arr.shape[1] == 1 else arr
+    if flat.ndim == 1 and np.issubdtype(flat.dtype, np.integer):
+        class_ids = flat.astype("int64")
+    return Targets("raw", raw=arr, class_ids=class_ids)
+
+
+def encode(values, label_mode, class_names=None, num_classes=None, describe=None):
+    """Dispatches on label_mode; `values` None means the samples carry no targets."""
+    _checks.one_of("label_mode", label_mode, LABEL_MODES)
+    if values is None:
+        return Targets(None, class_names=class_names,
+                       num_classes=num_classes if num_classes is not None
+                       else (len(class_names) if class_names is not None else None))
+    if isinstance(values, dict) and label_mode not in ("raw", None):
+        raise ValueError(
+            f"A dict of targets works with label_mode='raw' only. Received: "
+            f"label_mode={label_mode!r}."
+        )
+    if label_mode == "multi_label":
+        return encode_multi_labels(values, class_names, num_classes, describe)
+    if label_mode in CLASS_MODES:
+        if (label_mode == "categorical" and isinstance(values, np.ndarray)
+                and values.ndim == 2 and values.shape[1] > 1):
+            values = _one_hot_to_ids(values, describe)
+        return encode_class_labels(values, label_mode, class_names, num_classes, describe)
+    targets = encode_raw(values, describe)
+    if label_mode is None:
+        targets.label_mode = None
+    targets.class_names = list(class_names) if class_names is not None else None
+    targets.num_classes = (num_classes if num_classes is not None
+                           else (len(class_names) if class_names is not None else None))
+    return targets
+
+
+def _one_hot_to_ids(values, describe):
+    ok = np.isin(values, (0, 1)).all(axis=1) & (values.sum(axis=1) == 1)
+    if not ok.all():
+        i = int(np.flatnonzero(~ok)[0])
+        raise ValueError(
+            "2-D labels with label_mode='categorical' must be one-hot rows. Received: "
+            f"{values[i].tolist()} at {_row_name(describe, i)}. Use "
+            "label_mode='multi_label' for multi-hot rows."
+        )
+    return values.argmax(axis=1)

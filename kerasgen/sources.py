@@ -1,0 +1,215 @@
+"""Sources: what the samples are. Folder walks, validation splits and CSV tables."""
+
+import csv
+import os
+import warnings
+
+import numpy as np
+
+from kerasgen import _checks, seeding
+from kerasgen.images import IMAGE_EXTENSIONS, is_image_file
+
+
+def _image_files(folder, follow_links):
+    """Every image file under `folder`, recursively, in sorted order."""
+    found = []
+    for root, dirs, files in os.walk(folder, followlinks=follow_links):
+        dirs.sort()
+        found.extend(os.path.join(root, f) for f in sorted(files) if is_image_file(f))
+    return found
+
+
+def list_image_folder(directory, class_names=None, classes_required=True,
+                      follow_links=False):
+    """Lists an image folder with one subfolder per class.
+
+    Returns (file_paths, class_ids or None, class_names or None). Without class
+    subfolders and with `classes_required=False`, every image under `directory` is
+    listed flat, with no labels.
+    """
+    if not isinstance(directory, (str, os.PathLike)):
+        _checks.fail("directory", "a path to a folder", directory, TypeError)
+    directory = os.fspath(directory)
+    if not os.path.isdir(directory):
+        raise FileNotFoundError(
+            f"`directory` must be an existing folder. Received: directory={directory!r} "
+            "(not found)." if not os.path.exists(directory) else
+            f"`directory` must be a folder. Received: directory={directory!r} (a file)."
+        )
+    subfolders = sorted(d for d in os.listdir(directory)
+                        if os.path.isdir(os.path.join(directory, d)))
+    if class_names is not None:
+        class_names = [str(c) for c in class_names]
+        if len(set(class_names)) != len(class_names):
+            _checks.fail("class_names", "a list of distinct names", class_names)
+        missing = [c for c in class_names if c not in subfolders]
+        if missing:
+            raise ValueError(
+                f"`class_names` must name subfolders of {directory}. Received: "
+                f"class_names={class_names}; not found: {missing}. Subfolders: {subfolders}."
+            )
+    elif subfolders:
+        class_names = subfolders
+    if not class_names:
+        if classes_required:
+            raise ValueError(
+                f"No class subfolders in {directory}. Put each class's images in a "
+                "subfolder named after the class, or pass label_mode=None to load the "
+                "folder's images without labels."
+            )
+        paths = _image_files(directory, follow_links)
+        if not paths:
+            raise ValueError(_no_images_message(directory))
+        return paths, None, None
+    paths, class_ids = [], []
+    for class_id, name in enumerate(class_names):
+        files = _image_files(os.path.join(directory, name), follow_links)
+        if not files:
+            warnings.warn(f"Class folder {os.path.join(directory, name)!r} holds no "
+                          f"images; class {name!r} will have no samples.", stacklevel=3)
+        paths.extend(files)
+        class_ids.extend([class_id] * len(files))
+    if not paths:
+        raise ValueError(_no_images_message(directory))
+    return paths, np.asarray(class_ids, dtype="int64"), class_names
+
+
+def _no_images_message(directory):
+    return (f"No images found in {directory}. Images must end in one of "
+            f"{', '.join(IMAGE_EXTENSIONS)}.")
+
+
+def validation_subset(class_ids, num_samples, validation_split, subset, seed):
+    """Indices of `subset` ("training" | "validation" | "both") of a seeded split.
+
+    The split is stratified by class: each class gives round(split * count) samples
+    to validation. The two subsets never overlap and together hold every sample;
+    generators built with the same seed agree on it.
+    """
+    if validation_split is None and subset is None:
+        return None
+    if validation_split is None:
+        raise ValueError(f"`subset` needs `validation_split`. Received: subset={subset!r} "
+                         "and validation_split=None.")
+    validation_split = _checks.fraction("validation_split", validation_split)
+    if subset is None:
+        raise ValueError(
+            f"`validation_split` needs `subset`. Received: validation_split="
+            f"{validation_split} and subset=None. Pass subset='training' or 'validation'."
+        )
+    _checks.one_of("subset", subset, ("training", "validation"))
+    if seed is None:
+        raise ValueError(
+            "`seed` must be given with `validation_split`, so that the training and "
+            "validation generators split the files the same way. Received: seed=None."
+        )
+    rng = seeding.rng(seed, seeding.SPLIT)
+    groups = class_ids if class_ids is not None else np.zeros(num_samples, "int64")
+    validation = np.zeros(num_samples, dtype=bool)
+    for group in np.unique(groups):
+        members = np.flatnonzero(groups == group)
+        take = int(round(validation_split * len(members)))
+        validation[rng.permutation(members)[:take]] = True
+    chosen = validation if subset == "validation" else ~validation
+    indices = np.flatnonzero(chosen)
+    if not len(indices):
+        raise ValueError(
+            f"The {subset} subset is empty with validation_split={validation_split} over "
+            f"{num_samples} samples. Use a validation_split that leaves samples on both sides."
+        )
+    return indices
+
+
+class Table:
+    """A CSV file or DataFrame as columns of Python values, with row names for errors."""
+
+    def __init__(self, csv_source):
+        self.path = None
+        if hasattr(csv_source, "columns") and hasattr(csv_source, "to_dict"):
+            frame = csv_source
+            if len(frame) == 0:
+                raise ValueError("The DataFrame passed as `csv` has no rows.")
+            self.columns = {str(c): frame[c].tolist() for c in frame.columns}
+            self._rows = list(frame.index)
+            self.base_dir = os.getcwd()
+        elif isinstance(csv_source, (str, os.PathLike)):
+            self.path = os.fspath(csv_source)
+            if not os.path.isfile(self.path):
+                raise FileNotFoundError(f"`csv` must be an existing CSV file. Received: "
+                                        f"csv={self.path!r} (not found).")
+            with open(self.path, newline="", encoding="utf-8-sig") as f:
+                reader = csv.reader(f)
+                header = next(reader, None)
+                rows = [r for r in reader if any(cell.strip() for cell in r)]
+            if not header or not rows:
+                raise ValueError(f"The CSV file {self.path} is empty: it needs a header "
+                                 "line and at least one row.")
+            header = [h.strip() for h in header]
+            self.columns = {h: [r[k].strip() if k < len(r) else "" for r in rows]
+                            for k, h in enumerate(header)}
+            self._rows = list(range(len(rows)))
+            self.base_dir = os.path.dirname(os.path.abspath(self.path))
+        else:
+            _checks.fail("csv", "a path to a CSV file or a pandas DataFrame", csv_source,
+                         TypeError)
+        self.num_rows = len(next(iter(self.columns.values())))
+
+    def name(self):
+        return self.path if self.path is not None else "the DataFrame"
+
+    def describe(self, i):
+        if self.path is not None:
+            return f"line {self._rows[i] + 2} of {self.path}"
+        return f"row {self._rows[i]!r} of the DataFrame"
+
+    def column(self, name, argument):
+        if name not in self.columns:
+            raise ValueError(
+                f"`{argument}` must name a column of {self.name()}. Received: "
+                f"{argument}={name!r}. Columns: {list(self.columns)}."
+            )
+        return self.columns[name]
+
+    def subset(self, keep):
+        """Keeps only the rows in `keep` (sorted row numbers)."""
+        self.columns = {k: [v[i] for i in keep] for k, v in self.columns.items()}
+        self._rows = [self._rows[i] for i in keep]
+        self.num_rows = len(keep)
+
+
+def parse_number(value):
+    """'3' -> 3, '0.5' -> 0.5, other strings unchanged; CSV cells arrive as text."""
+    if not isinstance(value, str):
+        return value
+    try:
+        return int(value)
+    except ValueError:
+        pass
+    try:
+        return float(value)
+    except ValueError:
+        return value
+
+
+def resolve_paths(values, table, directory, allow_outside, describe):
+    """Joins the CSV's file names to their folder, refusing paths that leave it."""
+    root = table.base_dir if directory is None else os.fspath(directory)
+    if directory is not None and not os.path.isdir(root):
+        raise FileNotFoundError(f"`directory` must be an existing folder. Received: "
+                                f"directory={root!r} (not found).")
+    real_root = os.path.realpath(root)
+    paths = []
+    for i, value in enumerate(values):
+        if not isinstance(value, str) or not value.strip():
+            raise ValueError(f"File name missing at {describe(i)}. Received: {value!r}.")
+        path = os.path.normpath(os.path.join(root, value))
+        if directory is not None and not allow_outside:
+            real = os.path.realpath(path)
+            if os.path.commonpath([real, real_root]) != real_root:
+                raise ValueError(
+                    f"The path {value!r} at {describe(i)} leaves `directory` "
+                    f"({root}) through '..' or an absolute path. Fix the CSV, or pass "
+                    "allow_outside=True if that is intended."
+                )
+        paths.append(path)
+    return paths

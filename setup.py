@@ -1,0 +1,36 @@
+"""kerasgen3: keras.utils.PyDataset generators for Keras 3 (import name: kerasgen).
+
+The distribution is named kerasgen3 because "kerasgen" on the package registry is an
+unrelated, unmaintained Keras 2 project.
+"""
+
+from setuptools import find_packages, setup
+
+TENSORFLOW = ["tensorflow-cpu>=2.16"]
+EXTRAS = {
+    "tensorflow": TENSORFLOW,
+    "pandas": ["pandas>=1.5"],
+    "augment": ["albumentations>=2.0,<2.1"],
+    "imbalance": ["scikit-learn>=1.3"],
+    "gpu": ["numba>=0.59"],
+    "viz": ["matplotlib>=3.7"],
+    "progress": ["tqdm>=4.60"],
+}
+EXTRAS["demo"] = TENSORFLOW + ["scikit-learn>=1.3"]
+EXTRAS["test"] = sorted(set(
+    EXTRAS["demo"] + EXTRAS["pandas"] + ["pytest>=7", "pytest-timeout>=2", "pillow>=9"]))
+EXTRAS["all"] = sorted({req for reqs in EXTRAS.values() for req in reqs})
+
+setup(
+    name="kerasgen3",
+    version="0.1.0",
+    description="Fast, reproducible keras.utils.PyDataset generators for Keras 3: arrays, "
+                "image folders, CSV lists, custom datasets.",
+    long_description=open("README.md", encoding="utf-8").read(),
+    long_description_content_type="text/markdown",
+    license="MIT",
+    packages=find_packages(include=["kerasgen", "kerasgen.*"]),
+    python_requires=">=3.9",
+    install_requires=["keras>=3.3", "numpy>=1.23", "opencv-python-headless>=4.8"],
+    extras_require=EXTRAS,
+)
