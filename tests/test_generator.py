@@ -1,0 +1,116 @@
+"""ArrayGenerator and the kg.Generator base: inputs, augmentation hook, argument checks."""
+
+import numpy as np
+import pytest
+
+import kerasgen as kg
+
+
+def test_any_rank_and_dtype():
+    x = np.arange(5 * 4 * 3 * 2, dtype="int64").reshape(5, 4, 3, 2)
+    gen = kg.ArrayGenerator(x, batch_size=2, shuffle=False)
+    assert gen[0][0].dtype == np.float32 and gen[0][0].shape == (2, 4, 3, 2)
+    np.testing.assert_array_equal(gen[2][0], x[4:5])
+    kept = kg.ArrayGenerator(x, batch_size=2, shuffle=False, dtype=None)[0][0]
+    assert kept.dtype == np.int64
+
+
+def test_dict_targets_for_multi_output():
+    x = np.zeros((4, 2))
+    y = {"cls": np.array([0, 1, 1, 0]), "box": np.ones((4, 4))}
+    batch = kg.ArrayGenerator(x, y, batch_size=4, shuffle=False)[0]
+    assert batch[1]["cls"].tolist() == [0, 1, 1, 0] and batch[1]["box"].shape == (4, 4)
+    with pytest.raises(ValueError, match="dict of targets works with label_mode='raw'"):
+        kg.ArrayGenerator(x, y, label_mode="categorical")
+
+
+def test_sample_weight_follows_the_samples():
+    x = np.arange(6, dtype="float32")[:, None]
+    gen = kg.ArrayGenerator(x, np.zeros(6), sample_weight=np.arange(6) / 10, batch_size=3,
+                            seed=2)
+    xb, _, wb = gen[0]
+    np.testing.assert_allclose(wb, xb[:, 0] / 10)
+
+
+def test_augment_callable_is_seeded_per_epoch_and_position():
+    def jitter(x, rng):
+        return x + rng.normal(size=x.shape)
+
+    x = np.zeros((8, 3), dtype="float32")
+    a = kg.ArrayGenerator(x, batch_size=4, seed=1, augment=jitter)
+    b = kg.ArrayGenerator(x, batch_size=4, seed=1, augment=jitter)
+    np.testing.assert_array_equal(a[1][0], b[1][0])
+    np.testing.assert_array_equal(a[1][0], a[1][0])
+    first = a[1][0]
+    a.on_epoch_end()
+    assert not np.array_equal(a[1][0], first)
+
+
+def test_custom_sample_with_its_own_target_and_shape_check():
+    class Pairs(kg.Generator):
+        def __init__(self, **kwargs):
+            super().__init__(num_samples=6, **kwargs)
+
+        def load_sample(self, index):
+            return np.full((2,), index, "float32"), np.float32(index * 2)
+
+    x, y = Pairs(batch_size=6, shuffle=False)[0]
+    assert y.tolist() == [0, 2, 4, 6, 8, 10] and x.shape == (6, 2)
+
+    class Ragged(kg.Generator):
+        def load_sample(self, index):
+            return np.zeros(index + 1)
+
+        def describe_sample(self, index):
+            return f"record #{index}"
+
+    with pytest.raises(ValueError, match=r"shape \(2,\) for record #1"):
+        Ragged(num_samples=3, batch_size=3, shuffle=False)[0]
+
+    class Lazy(kg.Generator):
+        pass
+
+    with pytest.raises(NotImplementedError, match="Lazy must implement load_sample"):
+        Lazy(num_samples=2)[0]
+
+
+@pytest.mark.parametrize("call,exc,match", [
+    (lambda: kg.ArrayGenerator(np.zeros((4, 2)), np.zeros(3)), ValueError,
+     r"same number of samples. Received: len\(x\)=4, len\(y\)=3"),
+    (lambda: kg.ArrayGenerator(np.zeros((4, 2)), label_mode="int"), ValueError,
+     "needs `y`"),
+    (lambda: kg.ArrayGenerator({"a": np.zeros(4), "b": np.zeros(3)}), ValueError,
+     "same number of samples"),
+    (lambda: kg.ArrayGenerator(np.zeros((4, 2)), batch_size=2.5), ValueError,
+     "`batch_size` must be a positive integer. Received: batch_size=2.5"),
+    (lambda: kg.ArrayGenerator(np.zeros((4, 2)), workers=0), ValueError,
+     "`workers` must be a positive integer"),
+    (lambda: kg.ArrayGenerator(np.zeros((4, 2)), seed=-1), ValueError,
+     "`seed` must be a non-negative integer or None"),
+    (lambda: kg.ArrayGenerator(np.zeros((4, 2)), batch_size=8, drop_remainder=True),
+     ValueError, "would yield no batch"),
+    (lambda: kg.ArrayGenerator(np.zeros((4, 2)), augment="flip"), TypeError,
+     "`augment` must be None or a callable"),
+    (lambda: kg.ArrayGenerator(np.zeros((4, 2)), sampler=object()), TypeError,
+     "`sampler` must be None or an object with a plan"),
+    (lambda: kg.ArrayGenerator(np.zeros((4, 2)), sample_weight=np.ones(3)), ValueError,
+     r"`sample_weight` must have shape \(4,\)"),
+    (lambda: kg.Generator(num_samples=3, labels=[0, 1]), ValueError,
+     "one entry per sample"),
+    (lambda: kg.Generator(num_samples=3, label_mode="int"), ValueError, "needs labels"),
+    (lambda: kg.ArrayGenerator(np.zeros((4, 2)))["0"], TypeError, "must be an integer"),
+])
+def test_argument_checks(call, exc, match):
+    with pytest.raises(exc, match=match):
+        call()
+
+
+def test_sampler_protocol_sets_the_epoch_plan():
+    class EvenOnly:
+        def plan(self, labels, seed, epoch):
+            return np.flatnonzero(labels % 2 == 0)
+
+    gen = kg.ArrayGenerator(np.arange(10.0)[:, None], np.arange(10), batch_size=4,
+                            sampler=EvenOnly())
+    assert len(gen) == 2
+    assert np.concatenate([gen[i][0][:, 0] for i in range(2)]).tolist() == [0, 2, 4, 6, 8]

@@ -1,0 +1,89 @@
+"""Label modes: what y looks like for each, on arrays and through the other generators."""
+
+import numpy as np
+import pytest
+
+import kerasgen as kg
+
+X = np.zeros((6, 2), dtype="float32")
+
+
+def first_y(**kwargs):
+    return kg.ArrayGenerator(X, batch_size=6, shuffle=False, **kwargs)[0][1]
+
+
+def test_int_and_categorical():
+    y = np.array([0, 2, 1, 2, 0, 1])
+    np.testing.assert_array_equal(first_y(y=y, label_mode="int"), y)
+    assert first_y(y=y, label_mode="int").dtype == np.int32
+    onehot = first_y(y=y, label_mode="categorical")
+    assert onehot.dtype == np.float32 and onehot.shape == (6, 3)
+    np.testing.assert_array_equal(onehot.argmax(1), y)
+    assert first_y(y=y, label_mode="categorical", num_classes=5).shape == (6, 5)
+
+
+def test_one_hot_input_is_accepted_as_categorical():
+    y = np.eye(3)[[0, 2, 1, 2, 0, 1]]
+    np.testing.assert_array_equal(first_y(y=y, label_mode="categorical"), y)
+
+
+def test_string_labels_map_to_sorted_class_names():
+    y = ["dog", "cat", "dog", "eel", "cat", "cat"]
+    gen = kg.ArrayGenerator(X, np.array(y), batch_size=6, shuffle=False, label_mode="int")
+    assert gen.class_names == ["cat", "dog", "eel"]
+    assert gen[0][1].tolist() == [1, 0, 1, 2, 0, 0]
+    assert gen.labels.tolist() == [1, 0, 1, 2, 0, 0]
+
+
+def test_binary():
+    y = np.array([0, 1, 1, 0, 1, 0])
+    out = first_y(y=y, label_mode="binary")
+    assert out.shape == (6, 1) and out.dtype == np.float32
+    np.testing.assert_array_equal(out[:, 0], y)
+    with pytest.raises(ValueError, match="at most two classes"):
+        first_y(y=np.arange(6) % 3, label_mode="binary")
+
+
+def test_multi_label_from_matrix_and_lists():
+    matrix = np.array([[1, 0, 1], [0, 0, 0], [1, 1, 1], [0, 1, 0], [1, 0, 0], [0, 0, 1]])
+    np.testing.assert_array_equal(first_y(y=matrix, label_mode="multi_label"), matrix)
+    lists = [["a", "c"], [], ["a", "b", "c"], ["b"], ["a"], ["c"]]
+    gen = kg.ArrayGenerator(X, np.array(lists, dtype=object), batch_size=6, shuffle=False,
+                            label_mode="multi_label")
+    np.testing.assert_array_equal(gen[0][1], matrix)
+    assert gen.class_names == ["a", "b", "c"]
+    assert gen.labels is None
+
+
+def test_raw_and_none():
+    y = np.linspace(0, 1, 12).reshape(6, 2).astype("float32")
+    np.testing.assert_array_equal(first_y(y=y), y)  # raw is the array default
+    batch = kg.ArrayGenerator(X, y, batch_size=6, label_mode=None)[0]
+    assert len(batch) == 1
+    ints = kg.ArrayGenerator(X, np.array([3, 1, 0, 2, 2, 1]), batch_size=6)
+    assert ints.labels.tolist() == [3, 1, 0, 2, 2, 1]  # raw integer targets still give labels
+
+
+@pytest.mark.parametrize("bad,match", [
+    (np.array([0, 1, np.nan, 1, 0, 1]), "NaN"),
+    (np.array([0, 1, 7, 1, 0, 1]), r"\[0, 3\)"),
+    (np.array([0, 1, -1, 1, 0, 1]), "out of range"),
+    (np.array([0.5, 1, 1, 1, 0, 1]), "must be integers"),
+])
+def test_bad_class_labels_are_named(bad, match):
+    with pytest.raises(ValueError, match=match):
+        first_y(y=bad, label_mode="int", num_classes=3 if "3" in match else None)
+
+
+def test_nan_in_raw_targets_is_refused():
+    with pytest.raises(ValueError, match="NaN at sample 2"):
+        first_y(y=np.array([0.0, 1.0, np.nan, 1.0, 0.0, 1.0]))
+
+
+def test_folder_and_csv_default_to_categorical(image_folder, csv_file):
+    folder = kg.ImageFolderGenerator(image_folder, image_size=(4, 4), batch_size=4)
+    csv = kg.CSVGenerator(csv_file, image_size=(4, 4), batch_size=4)
+    for gen in (folder, csv):
+        assert gen.class_names == ["cat", "dog", "fox"]
+        assert gen[0][1].shape == (4, 3)
+        assert gen.label_mode == "categorical"
