@@ -114,3 +114,21 @@ def test_sampler_protocol_sets_the_epoch_plan():
                             sampler=EvenOnly())
     assert len(gen) == 2
     assert np.concatenate([gen[i][0][:, 0] for i in range(2)]).tolist() == [0, 2, 4, 6, 8]
+
+
+@pytest.mark.slow
+def test_quickstart_demo_trains_from_an_image_folder(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    out = subprocess.run(
+        [sys.executable, os.path.join(root, "examples", "quickstart.py"), "--epochs", "2",
+         "--data", str(tmp_path / "digits")],
+        capture_output=True, text=True, timeout=300,
+        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
+    assert out.returncode == 0, out.stderr[-2000:]
+    accuracy = float(out.stdout.split("validation accuracy: ")[1].split()[0])
+    assert accuracy > 0.5  # 10 classes: chance is 0.1
+    assert "classes: ['0', '1', '2', '3', '4', '5', '6', '7', '8', '9']" in out.stdout
