@@ -245,19 +245,21 @@ class Generator(PyDataset):
         `positions` are the samples' places in the epoch; with the epoch and the seed
         they key each sample's augmentation draws.
         """
-        x_batch = y_batch = None
-        for k, (index, position) in enumerate(zip(indices, positions)):
+        xs, ys = [], []
+        for index, position in zip(indices, positions):
             sample = self.load_sample(int(index))
             x, y = sample if isinstance(sample, tuple) else (sample, None)
-            x = self.augment_sample(x, position)
-            if x_batch is None:
-                x_batch = batching.allocate(x, len(indices))
-                y_batch = None if y is None else batching.allocate(y, len(indices))
-            where = self.describe_sample(int(index))
-            batching.write(x_batch, k, x, where)
-            if y_batch is not None:
-                batching.write(y_batch, k, y, where)
-        return self.finish_x(x_batch), y_batch
+            xs.append(self.augment_sample(x, position))
+            ys.append(y)
+        y_batch = None if ys[0] is None else self.assemble(ys, indices)
+        return self.finish_x(self.assemble(xs, indices)), y_batch
+
+    def assemble(self, samples, indices):
+        """Writes same-shaped samples into one preallocated batch."""
+        batch = batching.allocate(samples[0], len(samples))
+        for k, (sample, index) in enumerate(zip(samples, indices)):
+            batching.write(batch, k, sample, self.describe_sample(int(index)))
+        return batch
 
     def augment_sample(self, x, position):
         if self.augment is None:

@@ -2,12 +2,16 @@
 
 import numbers
 import os
+import threading
 import warnings
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from kerasgen import _checks, images, sources
+from kerasgen import _checks, images, seeding, sources
+from kerasgen import cache as cache_mod
 from kerasgen.base import Generator
+from kerasgen.progress import progress
 
 
 def _as_arrays(value, name):
@@ -71,9 +75,14 @@ class ArrayGenerator(Generator):
 
 
 class _ImageFileGenerator(Generator):
-    """Shared by the generators whose samples are image files."""
+    """Shared by the generators whose samples are image files.
 
-    def _set_images(self, file_paths, image_size, color_mode, interpolation, rescale):
+    Decodes each batch on a thread pool (OpenCV releases the GIL), optionally through a
+    cache of decoded, resized uint8 samples, and replaces undecodable files when asked.
+    """
+
+    def _set_images(self, file_paths, image_size, color_mode, interpolation, rescale,
+                    cache=None, on_error="raise", decode_threads=None, verbose=1):
         self.file_paths = list(file_paths)
         self.image_size = _checks.image_size(image_size)
         self.color_mode = images.check_color_mode(color_mode)
@@ -82,24 +91,153 @@ class _ImageFileGenerator(Generator):
                                     or not isinstance(rescale, numbers.Real)):
             _checks.fail("rescale", "None or a number (1/255, say)", rescale, TypeError)
         self.rescale = rescale
+        self.on_error = _checks.one_of("on_error", on_error, ("raise", "skip"))
+        self.decode_threads = (None if decode_threads is None
+                               else _checks.positive_int("decode_threads", decode_threads))
+        self.verbose = verbose
+        if not hasattr(self, "skipped"):
+            self.skipped = []
+        self._skip_lock = threading.Lock()
+        self._executor = None
+        self.cache = cache
+        self._cache = self._make_cache(cache)
+        images.tune_malloc()
+
+    def _make_cache(self, cache):
+        shape = self.image_size + (images.COLOR_MODES[self.color_mode],)
+        if cache is None:
+            return None
+        if cache == "memory":
+            return cache_mod.MemoryCache(len(self.file_paths), shape)
+        if isinstance(cache, (str, os.PathLike)):
+            key = cache_mod.cache_key(self.file_paths, shape, self.color_mode,
+                                      self.interpolation)
+            return cache_mod.FileCache(cache, len(self.file_paths), shape, key)
+        _checks.fail("cache", "None, 'memory' or a file path", cache, TypeError)
+
+    def _check_cache_workers(self):
+        if self.cache == "memory" and self.use_multiprocessing:
+            warnings.warn("cache='memory' with use_multiprocessing=True: each worker "
+                          "process fills its own copy, lost when Keras restarts the pool "
+                          "each epoch. Use cache='<file path>' to share one cache between "
+                          "processes and runs.", stacklevel=3)
 
     def describe_sample(self, index):
         return self.file_paths[index]
 
     def load_sample(self, index):
-        return images.load(self.file_paths[index], self.image_size, self.color_mode,
-                           self.interpolation)
+        height, width = self.image_size
+        out = np.empty((height, width, images.COLOR_MODES[self.color_mode]), dtype=np.uint8)
+        self._load_into(int(index), out)
+        return out
 
     def load_batch(self, indices, positions):
-        if self.augment is not None:
-            return super().load_batch(indices, positions)
         height, width = self.image_size
         out = np.empty((len(indices), height, width, images.COLOR_MODES[self.color_mode]),
                        dtype=np.uint8)
-        for k, index in enumerate(indices):
-            images.load(self.file_paths[index], self.image_size, self.color_mode,
-                        self.interpolation, out=out[k])
+        threads = self._threads()
+        if threads == 1 or len(indices) == 1:
+            self._load_chunk(indices, out)
+        else:
+            bounds = np.linspace(0, len(indices), min(threads, len(indices)) + 1).astype(int)
+            futures = [self._pool().submit(self._load_chunk, indices[a:b], out[a:b])
+                       for a, b in zip(bounds[:-1], bounds[1:])]  # slices: views of out
+            for future in futures:
+                future.result()
+        if self.augment is not None:
+            out = self.assemble([self.augment_sample(out[k], p)
+                                 for k, p in enumerate(positions)], indices)
         return self.finish_x(out), None
+
+    # --------------------------------------------------------------- decoding
+    def _threads(self):
+        if self.decode_threads is not None:
+            return self.decode_threads
+        return max(1, (os.cpu_count() or 1) // self.workers)
+
+    def _pool(self):
+        if self._executor is None:
+            self._executor = ThreadPoolExecutor(self._threads(),
+                                                thread_name_prefix="kerasgen-decode")
+        return self._executor
+
+    def _load_chunk(self, indices, out):
+        for k, index in enumerate(indices):
+            self._load_into(int(index), out[k])
+
+    def _load_into(self, index, out):
+        if self._cache is not None:
+            cached = self._cache.get(index)
+            if cached is not None:
+                out[...] = cached
+                return
+        try:
+            images.load(self.file_paths[index], self.image_size, self.color_mode,
+                        self.interpolation, out=out)
+        except (ValueError, FileNotFoundError) as error:
+            if self.on_error == "raise":
+                raise
+            self._record_skip(index, error)
+            self._load_replacement(index, out)
+        if self._cache is not None:
+            self._cache.put(index, out)
+
+    def _load_replacement(self, index, out):
+        """Loads a stand-in for undecodable sample `index`: another sample of its class,
+        chosen by (seed, index) alone, so every worker picks the same one."""
+        labels = self.labels
+        if labels is not None:
+            candidates = np.flatnonzero(labels == labels[index])
+        else:
+            candidates = np.arange(len(self.file_paths))
+        candidates = candidates[candidates != index]
+        for j in seeding.rng(self.seed, seeding.SKIP, index).permutation(candidates):
+            try:
+                images.load(self.file_paths[j], self.image_size, self.color_mode,
+                            self.interpolation, out=out)
+                return
+            except (ValueError, FileNotFoundError) as error:
+                self._record_skip(int(j), error)
+        group = (f"class {self.class_names[labels[index]]!r}" if labels is not None
+                 and self.class_names else "the dataset")
+        raise ValueError(f"No image of {group} could be decoded to stand in for "
+                         f"{self.file_paths[index]}; `gen.skipped` lists the bad files.")
+
+    def _record_skip(self, index, error):
+        path = self.file_paths[index]
+        with self._skip_lock:
+            if path in self.skipped:
+                return
+            self.skipped.append(path)
+            first = len(self.skipped) == 1
+        if first:
+            warnings.warn(f"Skipping an undecodable image, replaced by another sample of "
+                          f"its class: {error} `gen.skipped` lists every skipped file; "
+                          "`gen.validate()` finds them all up front.", stacklevel=2)
+
+    def validate(self):
+        """Decodes every file once (in parallel, with progress); returns the bad paths."""
+        def check(path):
+            try:
+                images.decode(path, self.color_mode, self.image_size)
+                return None
+            except (ValueError, FileNotFoundError):
+                return path
+
+        results = self._pool().map(check, self.file_paths)
+        bad = [p for p in progress(results, "Validating images", len(self.file_paths),
+                                   self.verbose) if p is not None]
+        return bad
+
+    def __getstate__(self):
+        state = super().__getstate__()
+        state["_executor"] = None
+        state["_skip_lock"] = None
+        return state
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+        self._skip_lock = threading.Lock()
 
 
 class ImageFolderGenerator(_ImageFileGenerator):
@@ -119,13 +257,24 @@ class ImageFolderGenerator(_ImageFileGenerator):
         interpolation: "area" (default), "bilinear", "bicubic", "nearest", "lanczos".
         rescale: factor applied when converting to a float dtype (1/255, say).
         follow_links: follow symbolic links to folders.
+        cache: None, "memory", or a file path: decoded, resized uint8 samples are kept
+            (augmentation runs after the cache). A file cache is memory-mapped, shared by
+            worker processes and reused by later runs while the files, their sizes and
+            times, image_size and color_mode are unchanged; rebuilt otherwise.
+        on_error: "raise" (default): an undecodable file is an error naming it. "skip":
+            it is replaced by another sample of its class (chosen from the seed), with one
+            warning; `gen.skipped` lists every skipped file. `gen.validate()` scans all
+            files up front.
+        decode_threads: threads decoding each batch (default: cores // workers).
+        verbose: 0 hides progress bars (shown, with tqdm installed, for slow steps).
         **common: see `kg.Generator`.
     """
 
     def __init__(self, directory, *, image_size=(256, 256), color_mode="rgb",
                  class_names=None, validation_split=None, subset=None,
                  label_mode="categorical", interpolation="area", rescale=None,
-                 follow_links=False, seed=None, **common):
+                 follow_links=False, cache=None, on_error="raise", decode_threads=None,
+                 verbose=1, seed=None, **common):
         if label_mode == "multi_label":
             raise ValueError("label_mode='multi_label' does not apply to a folder of "
                              "classes; use a CSVGenerator with several label columns.")
@@ -139,9 +288,11 @@ class ImageFolderGenerator(_ImageFileGenerator):
             class_ids = None if class_ids is None else class_ids[keep]
         self.directory = os.fspath(directory)
         self.validation_split, self.subset = validation_split, subset
-        self._set_images(paths, image_size, color_mode, interpolation, rescale)
+        self._set_images(paths, image_size, color_mode, interpolation, rescale, cache,
+                         on_error, decode_threads, verbose)
         super().__init__(len(paths), labels=class_ids, label_mode=label_mode,
                          class_names=names, seed=seed, **common)
+        self._check_cache_workers()
 
 
 class CSVGenerator(_ImageFileGenerator):
@@ -158,16 +309,17 @@ class CSVGenerator(_ImageFileGenerator):
         label_mode: "categorical" (default), "int", "binary", "multi_label", "raw" or None.
         label_delimiter: separates several labels in one cell for "multi_label" ("a|b").
         on_missing: "raise" (default) when listed files do not exist, or "skip" to drop
-            those rows with a warning.
-        image_size, color_mode, class_names, interpolation, rescale: as for
-            ImageFolderGenerator.
+            those rows with a warning (`gen.skipped` lists them).
+        image_size, color_mode, class_names, interpolation, rescale, cache, on_error,
+            decode_threads, verbose: as for ImageFolderGenerator.
         **common: see `kg.Generator`.
     """
 
     def __init__(self, csv, *, x_col="filename", y_col="label", directory=None,
                  image_size=(256, 256), color_mode="rgb", class_names=None,
                  label_mode="categorical", label_delimiter="|", on_missing="raise",
-                 allow_outside=False, interpolation="area", rescale=None, **common):
+                 allow_outside=False, interpolation="area", rescale=None, cache=None,
+                 on_error="raise", decode_threads=None, verbose=1, **common):
         _checks.one_of("on_missing", on_missing, ("raise", "skip"))
         table = sources.Table(csv)
         table.column(x_col, "x_col")
@@ -206,7 +358,8 @@ class CSVGenerator(_ImageFileGenerator):
                 raise ValueError(f"No row of {table.name()} names an existing file.")
         self.table = table
         self.directory = directory
-        self._set_images(paths, image_size, color_mode, interpolation, rescale)
+        self._set_images(paths, image_size, color_mode, interpolation, rescale, cache,
+                         on_error, decode_threads, verbose)
         labels, names = None, class_names
         if y_cols is not None:
             labels = _csv_labels(table, y_cols, label_mode, label_delimiter)
@@ -214,6 +367,7 @@ class CSVGenerator(_ImageFileGenerator):
                 names = y_cols
         super().__init__(len(paths), labels=labels, label_mode=label_mode,
                          class_names=names, **common)
+        self._check_cache_workers()
 
     def describe_sample(self, index):
         return f"{self.file_paths[index]} ({self.table.describe(index)})"
