@@ -1,0 +1,178 @@
+"""Image loading: reduced JPEG decode, threads, caches, corrupt files, unusual formats."""
+
+import os
+import pickle
+
+import cv2
+import numpy as np
+import pytest
+
+import kerasgen as kg
+from kerasgen import images
+
+from .conftest import write_image
+
+
+def smooth_photo(height, width, seed=0):
+    """A smooth colour image (gradients + blobs), like photo content at low frequency."""
+    rng = np.random.default_rng(seed)
+    small = rng.integers(0, 256, (6, 8, 3), dtype=np.uint8)
+    return cv2.resize(small, (width, height), interpolation=cv2.INTER_CUBIC)
+
+
+def test_jpeg_header_and_reduction_choice(tmp_path):
+    path = tmp_path / "a.jpg"
+    cv2.imwrite(str(path), smooth_photo(375, 500))
+    assert images.jpeg_size(np.fromfile(path, np.uint8)) == (375, 500)
+    assert images.jpeg_size(np.frombuffer(b"\x89PNG\r\n\x1a\n....", np.uint8)) is None
+    assert images.reduction((375, 500), (224, 224)) == 1
+    assert images.reduction((375, 500), (160, 160)) == 2
+    assert images.reduction((768, 1024), (96, 96)) == 8  # 768 / 8 = 96: still the target
+    assert images.reduction((768, 1024), (97, 60)) == 4  # the shorter side decides
+
+
+def test_reduced_decode_stays_within_resize_error(tmp_path):
+    path = tmp_path / "big.jpg"
+    cv2.imwrite(str(path), smooth_photo(768, 1024), [cv2.IMWRITE_JPEG_QUALITY, 95])
+    for size in [(128, 128), (64, 96)]:
+        fast = images.load(str(path), size)
+        full = cv2.resize(cv2.cvtColor(cv2.imread(str(path)), cv2.COLOR_BGR2RGB),
+                          size[::-1], interpolation=cv2.INTER_AREA)
+        assert fast.shape == size + (3,)
+        assert np.abs(fast.astype(int) - full).mean() < 2.0
+
+
+def test_threads_give_identical_batches(image_folder):
+    common = dict(image_size=(9, 7), batch_size=12, seed=4)
+    one = kg.ImageFolderGenerator(image_folder, decode_threads=1, **common)
+    four = kg.ImageFolderGenerator(image_folder, decode_threads=4, **common)
+    np.testing.assert_array_equal(one[0][0], four[0][0])
+    clone = pickle.loads(pickle.dumps(four))  # the thread pool is not pickled
+    np.testing.assert_array_equal(clone[0][0], one[0][0])
+
+
+@pytest.mark.parametrize("cache", ["memory", "file"])
+def test_cache_serves_later_epochs_and_augmentation_runs_after_it(image_folder, tmp_path,
+                                                                  cache):
+    spec = "memory" if cache == "memory" else str(tmp_path / "cache.bin")
+    calls = []
+
+    def mark(x, rng):
+        calls.append(1)
+        return x
+
+    gen = kg.ImageFolderGenerator(image_folder, image_size=(6, 6), batch_size=12,
+                                  shuffle=False, cache=spec, dtype="uint8", augment=mark)
+    first = gen[0][0]
+    for path in gen.file_paths:  # cached epochs no longer read the files
+        os.rename(path, path + ".moved")
+    gen.on_epoch_end()
+    np.testing.assert_array_equal(gen[0][0], first)
+    assert len(calls) == 24  # augmented in both epochs
+
+
+def test_file_cache_is_reused_across_runs_and_rebuilt_on_change(image_folder, tmp_path):
+    spec = str(tmp_path / "cache.bin")
+    common = dict(image_size=(6, 6), batch_size=12, shuffle=False, cache=spec)
+    first = kg.ImageFolderGenerator(image_folder, **common)[0][0]
+    victim = sorted(image_folder.rglob("*.png"))[0]
+    original = victim.read_bytes()
+    cv2.imwrite(str(victim), np.full((30, 30, 3), 255, np.uint8))  # new size and content
+    with pytest.warns(UserWarning, match="rebuilding"):
+        rebuilt = kg.ImageFolderGenerator(image_folder, **common)[0][0]
+    assert not np.array_equal(rebuilt, first)
+    victim.write_bytes(original)
+    with pytest.warns(UserWarning, match="rebuilding"):
+        again = kg.ImageFolderGenerator(image_folder, **common)
+    np.testing.assert_array_equal(again[0][0], first)
+    reused = kg.ImageFolderGenerator(image_folder, **common)
+    for path in reused.file_paths:
+        os.rename(path, path + ".moved")
+    np.testing.assert_array_equal(reused[0][0], first)  # served from the file, unchanged
+    with pytest.raises(FileNotFoundError, match="`cache` must be a file path"):
+        write_image(str(tmp_path / "solo" / "a.png"))
+        kg.ImageFolderGenerator(tmp_path / "solo", cache=str(tmp_path / "no" / "c.bin"),
+                                label_mode=None)
+
+
+def test_memory_cache_with_processes_warns(image_folder):
+    with pytest.warns(UserWarning, match="cache='memory' with use_multiprocessing"):
+        kg.ImageFolderGenerator(image_folder, cache="memory", workers=2,
+                                use_multiprocessing=True)
+
+
+@pytest.fixture
+def bad_folder(image_folder):
+    (image_folder / "dog" / "zero.png").write_bytes(b"")
+    good = (image_folder / "dog" / "dog_0.png").read_bytes()
+    (image_folder / "dog" / "truncated.png").write_bytes(good[: len(good) // 2])
+    (image_folder / "cat" / "text.jpg").write_bytes(b"hello, not a jpeg")
+    return image_folder
+
+
+def test_on_error_raise_names_the_file(bad_folder):
+    gen = kg.ImageFolderGenerator(bad_folder, image_size=(6, 6), batch_size=32,
+                                  shuffle=False)
+    with pytest.raises(ValueError, match="text.jpg"):
+        gen[0]
+    one = kg.ImageFolderGenerator(bad_folder, image_size=(6, 6), batch_size=1,
+                                  shuffle=False)
+    with pytest.raises(ValueError, match=r"zero.png: the file is empty \(0 bytes\)"):
+        one[one.file_paths.index(str(bad_folder / "dog" / "zero.png"))]
+
+
+def test_on_error_skip_replaces_within_the_class(bad_folder):
+    common = dict(image_size=(6, 6), batch_size=32, shuffle=False, on_error="skip",
+                  label_mode="int", seed=3)
+    gen = kg.ImageFolderGenerator(bad_folder, **common)
+    with pytest.warns(UserWarning, match="Skipping an undecodable image") as caught:
+        x, y = gen[0]
+    assert len(caught) == 1  # one warning, however many files
+    assert sorted(os.path.basename(p) for p in gen.skipped) == ["text.jpg", "truncated.png",
+                                                                "zero.png"]
+    assert x.shape[0] == gen.num_samples  # shapes and class counts hold
+    np.testing.assert_array_equal(np.bincount(y), [5, 5, 5])
+    for name in ("zero.png", "truncated.png"):
+        k = gen.file_paths.index(str(bad_folder / "dog" / name))
+        dogs = [i for i, p in enumerate(gen.file_paths)
+                if gen.labels[i] == 1 and p not in gen.skipped]
+        assert any(np.array_equal(x[k], x[d]) for d in dogs)
+    again = kg.ImageFolderGenerator(bad_folder, decode_threads=3, **common)
+    with pytest.warns(UserWarning):
+        np.testing.assert_array_equal(again[0][0], x)  # the same stand-ins, any threads
+    assert sorted(gen.validate()) == sorted(gen.skipped)
+
+
+def test_a_class_with_no_decodable_image_is_an_error(tmp_path):
+    (tmp_path / "d" / "a").mkdir(parents=True)
+    (tmp_path / "d" / "a" / "x.png").write_bytes(b"bad")
+    (tmp_path / "d" / "a" / "y.png").write_bytes(b"")
+    write_image(str(tmp_path / "d" / "b" / "ok.png"))
+    gen = kg.ImageFolderGenerator(tmp_path / "d", on_error="skip", batch_size=4)
+    with pytest.warns(UserWarning), pytest.raises(ValueError, match="No image of class 'a'"):
+        gen[0]
+    with pytest.raises(ValueError, match="`on_error` must be one of"):
+        kg.ImageFolderGenerator(tmp_path / "d", on_error="ignore")
+
+
+def test_exif_orientation_cmyk_and_palette(tmp_path):
+    from PIL import Image
+    root = tmp_path / "f" / "a"
+    root.mkdir(parents=True)
+    pixels = np.zeros((20, 40, 3), np.uint8)
+    pixels[:, :20] = (255, 0, 0)  # left half red
+    img = Image.fromarray(pixels)
+    exif = img.getexif()
+    exif[0x0112] = 6  # rotate 90 degrees clockwise when displayed
+    img.save(root / "rotated.jpg", exif=exif.tobytes(), quality=95)
+    img.convert("CMYK").save(root / "cmyk.jpg", quality=95)
+    img.convert("P").save(root / "palette.png")
+    gen = kg.ImageFolderGenerator(tmp_path / "f", image_size=(40, 40), shuffle=False,
+                                  batch_size=3, dtype="uint8", interpolation="nearest")
+    by_name = {os.path.basename(p): im for p, im in zip(gen.file_paths, gen[0][0])}
+    rotated = by_name["rotated.jpg"]
+    assert rotated[2, 20, 0] > 200 and rotated[37, 20, 0] < 60  # red on top after rotation
+    for name in ("cmyk.jpg", "palette.png"):
+        im = by_name[name].astype(int)
+        assert im[20, 5, 0] > 200 and im[20, 5, 1:].max() < 60, name  # left still red
+        assert im[20, 35].max() < 60, name  # right still black
