@@ -232,6 +232,13 @@ class Generator(PyDataset):
         positions = np.arange(start, start + len(indices))
         x, y = self.load_batch(indices, positions)
         if self._targets.label_mode is not None:
+            if y is not None:
+                raise ValueError(
+                    f"load_sample() returned (x, y), but this generator also encodes "
+                    f"`labels` with label_mode={self.label_mode!r}. Pass label_mode=None "
+                    "to use load_sample's y (labels then only describe the classes), or "
+                    "return x alone."
+                )
             y = self._targets.batch(indices)
         if y is None:
             return (x,)

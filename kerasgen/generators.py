@@ -48,7 +48,10 @@ class ArrayGenerator(Generator):
     def __init__(self, x, y=None, *, sample_weight=None, label_mode="raw", **common):
         self.x, num_samples = _as_arrays(x, "x")
         if y is not None:
-            y, num_targets = _as_arrays(y, "y")
+            if label_mode == "multi_label" and isinstance(y, (list, tuple)):
+                y, num_targets = list(y), len(y)  # one list of labels per sample
+            else:
+                y, num_targets = _as_arrays(y, "y")
             if num_targets != num_samples:
                 raise ValueError(
                     "`x` and `y` must hold the same number of samples. Received: "
@@ -115,7 +118,13 @@ class _ImageFileGenerator(Generator):
             return cache_mod.FileCache(cache, len(self.file_paths), shape, key)
         _checks.fail("cache", "None, 'memory' or a file path", cache, TypeError)
 
-    def _check_cache_workers(self):
+    def _check_image_options(self):
+        if self.rescale is not None and self.dtype not in ("float32", "float16"):
+            raise ValueError(
+                f"`rescale` applies to float batches only. Received: rescale={self.rescale} "
+                f"with dtype={self.dtype!r}. Use dtype='float32', or drop rescale and let "
+                "the model rescale (a keras.layers.Rescaling layer)."
+            )
         if self.cache == "memory" and self.use_multiprocessing:
             warnings.warn("cache='memory' with use_multiprocessing=True: each worker "
                           "process fills its own copy, lost when Keras restarts the pool "
@@ -156,10 +165,14 @@ class _ImageFileGenerator(Generator):
         return max(1, (os.cpu_count() or 1) // self.workers)
 
     def _pool(self):
-        if self._executor is None:
-            self._executor = ThreadPoolExecutor(self._threads(),
-                                                thread_name_prefix="kerasgen-decode")
-        return self._executor
+        """This process's decode pool; a forked worker process makes its own (a pool
+        inherited through fork has no threads and would never run a task)."""
+        executor = self._executor
+        if executor is None or executor[0] != os.getpid():
+            executor = (os.getpid(), ThreadPoolExecutor(
+                self._threads(), thread_name_prefix="kerasgen-decode"))
+            self._executor = executor
+        return executor[1]
 
     def _load_chunk(self, indices, out):
         for k, index in enumerate(indices):
@@ -292,7 +305,7 @@ class ImageFolderGenerator(_ImageFileGenerator):
                          on_error, decode_threads, verbose)
         super().__init__(len(paths), labels=class_ids, label_mode=label_mode,
                          class_names=names, seed=seed, **common)
-        self._check_cache_workers()
+        self._check_image_options()
 
 
 class CSVGenerator(_ImageFileGenerator):
@@ -304,8 +317,9 @@ class CSVGenerator(_ImageFileGenerator):
         y_col: a label column; a list of 0/1 columns for label_mode="multi_label"; a list
             of numeric columns for label_mode="raw" (multi-target regression).
         directory: the folder paths are relative to (default: the CSV file's folder, or
-            the working directory for a DataFrame). Paths that leave it through '..' or
-            an absolute path are refused unless allow_outside=True.
+            the working directory for a DataFrame). When `directory` is given, paths that
+            leave it through '..' or an absolute path are refused unless
+            allow_outside=True; without it, paths are taken as written.
         label_mode: "categorical" (default), "int", "binary", "multi_label", "raw" or None.
         label_delimiter: separates several labels in one cell for "multi_label" ("a|b").
         on_missing: "raise" (default) when listed files do not exist, or "skip" to drop
@@ -367,7 +381,7 @@ class CSVGenerator(_ImageFileGenerator):
                 names = y_cols
         super().__init__(len(paths), labels=labels, label_mode=label_mode,
                          class_names=names, **common)
-        self._check_cache_workers()
+        self._check_image_options()
 
     def describe_sample(self, index):
         return f"{self.file_paths[index]} ({self.table.describe(index)})"

@@ -10,6 +10,11 @@ LABEL_MODES = ("int", "categorical", "binary", "multi_label", "raw", None)
 CLASS_MODES = ("int", "categorical", "binary")
 
 
+def _plain(value):
+    """A NumPy scalar as the Python value it holds, for names and messages."""
+    return value.item() if isinstance(value, np.generic) else value
+
+
 def _row_name(describe, i):
     return describe(i) if describe is not None else f"sample {i}"
 
@@ -92,24 +97,25 @@ def encode_class_labels(values, label_mode, class_names=None, num_classes=None,
     for i, v in enumerate(values):
         if _is_missing(v):
             raise ValueError(
-                f"Labels must not be missing or NaN. Received: {v!r} at "
+                f"Labels must not be missing or NaN. Received: {_plain(v)!r} at "
                 f"{_row_name(describe, i)}. Fill or drop that row."
             )
     strings = [isinstance(v, str) for v in values]
     if any(strings) and not all(strings):
         raise ValueError(
             "Labels must be all class names (str) or all integer ids, not a mix. "
-            f"Received: {values[strings.index(False)]!r} and "
-            f"{values[strings.index(True)]!r}."
+            f"Received: {_plain(values[strings.index(False)])!r} and "
+            f"{_plain(values[strings.index(True)])!r}."
         )
     if len(values) and all(strings):
-        names = sorted(set(values)) if class_names is None else list(class_names)
+        names = [str(n) for n in (sorted(set(values)) if class_names is None
+                                  else class_names)]
         lookup = {name: k for k, name in enumerate(names)}
         unknown = [i for i, v in enumerate(values) if v not in lookup]
         if unknown:
             i = unknown[0]
             raise ValueError(
-                f"Label {values[i]!r} at {_row_name(describe, i)} is not one of "
+                f"Label {_plain(values[i])!r} at {_row_name(describe, i)} is not one of "
                 f"`class_names`={names} ({len(unknown)} rows with unknown labels)."
             )
         ids = np.array([lookup[v] for v in values], dtype="int64")
@@ -128,7 +134,7 @@ def encode_class_labels(values, label_mode, class_names=None, num_classes=None,
         if arr.size and not np.array_equal(ids, arr):
             i = int(np.flatnonzero(ids != arr)[0])
             raise ValueError(
-                f"Class ids must be integers. Received: {arr[i]!r} at "
+                f"Class ids must be integers. Received: {_plain(arr[i])!r} at "
                 f"{_row_name(describe, i)}. Use label_mode='raw' for real-valued targets."
             )
         inferred = len(class_names) if class_names is not None else (
@@ -148,7 +154,8 @@ def encode_class_labels(values, label_mode, class_names=None, num_classes=None,
 
 def encode_multi_labels(values, class_names=None, num_classes=None, describe=None):
     """Targets from a (n, C) 0/1 matrix or from one list of labels per sample."""
-    if isinstance(values, np.ndarray) and values.ndim == 2:
+    if (isinstance(values, np.ndarray) and values.ndim == 2
+            and np.issubdtype(values.dtype, np.number)):
         if np.issubdtype(values.dtype, np.floating) and np.isnan(values).any():
             i = int(np.flatnonzero(np.isnan(values).any(axis=1))[0])
             raise ValueError(
@@ -157,7 +164,7 @@ def encode_multi_labels(values, class_names=None, num_classes=None, describe=Non
         if not np.isin(values, (0, 1)).all():
             i = int(np.flatnonzero(~np.isin(values, (0, 1)).all(axis=1))[0])
             raise ValueError(
-                "Multi-label columns must hold only 0 and 1. Received: "
+                "Multi-hot labels must hold only 0 and 1. Received: "
                 f"{values[i].tolist()} at {_row_name(describe, i)}."
             )
         n_cols = values.shape[1]
@@ -175,8 +182,9 @@ def encode_multi_labels(values, class_names=None, num_classes=None, describe=Non
             row = [row]
         if row is None or (isinstance(row, float) and np.isnan(row)):
             raise ValueError(f"Labels must not be missing. Received: {row!r} at "
-                             f"{_row_name(describe, i)}. Use an empty list for a sample "
-                             "with no labels.")
+                             f"{_row_name(describe, i)}. Give the sample its labels; a "
+                             "sample with no labels is an empty list, or a row of zeros "
+                             "in one 0/1 column per class.")
         row = list(row)
         if any(_is_missing(v) for v in row):
             raise ValueError(f"Labels must not be missing. Received: {row!r} at "
@@ -184,12 +192,13 @@ def encode_multi_labels(values, class_names=None, num_classes=None, describe=Non
         rows.append(row)
     flat = [v for row in rows for v in row]
     if flat and all(isinstance(v, str) for v in flat):
-        names = sorted(set(flat)) if class_names is None else list(class_names)
+        names = [str(n) for n in (sorted(set(flat)) if class_names is None
+                                  else class_names)]
         lookup = {name: k for k, name in enumerate(names)}
         for i, row in enumerate(rows):
             for v in row:
                 if v not in lookup:
-                    raise ValueError(f"Label {v!r} at {_row_name(describe, i)} is not one "
+                    raise ValueError(f"Label {_plain(v)!r} at {_row_name(describe, i)} is not one "
                                      f"of `class_names`={names}.")
         id_rows = [[lookup[v] for v in row] for row in rows]
         num_classes = _resolve_num_classes(num_classes, len(names))

@@ -11,11 +11,13 @@ from kerasgen.images import IMAGE_EXTENSIONS, is_image_file
 
 
 def _image_files(folder, follow_links):
-    """Every image file under `folder`, recursively, in sorted order."""
+    """Every image file under `folder`, recursively, in sorted order; hidden files and
+    folders (names starting with '.') are ignored."""
     found = []
     for root, dirs, files in os.walk(folder, followlinks=follow_links):
-        dirs.sort()
-        found.extend(os.path.join(root, f) for f in sorted(files) if is_image_file(f))
+        dirs[:] = sorted(d for d in dirs if not d.startswith("."))  # .ipynb_checkpoints...
+        found.extend(os.path.join(root, f) for f in sorted(files)
+                     if is_image_file(f) and not f.startswith("."))
     return found
 
 
@@ -37,7 +39,7 @@ def list_image_folder(directory, class_names=None, classes_required=True,
             f"`directory` must be a folder. Received: directory={directory!r} (a file)."
         )
     subfolders = sorted(d for d in os.listdir(directory)
-                        if os.path.isdir(os.path.join(directory, d)))
+                        if os.path.isdir(os.path.join(directory, d)) and not d.startswith("."))
     if class_names is not None:
         class_names = [str(c) for c in class_names]
         if len(set(class_names)) != len(class_names):

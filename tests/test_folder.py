@@ -21,6 +21,16 @@ def test_lists_classes_recursively_and_ignores_other_files(image_folder):
     assert all(os.path.exists(p) for p in gen.file_paths)
 
 
+def test_hidden_folders_and_files_are_ignored(image_folder):
+    (image_folder / ".ipynb_checkpoints").mkdir()
+    (image_folder / "cat" / ".hidden").mkdir()
+    from .conftest import write_image as write
+    write(str(image_folder / "cat" / ".hidden" / "x.png"))
+    write(str(image_folder / "cat" / "._resource_fork.png"))
+    gen = kg.ImageFolderGenerator(image_folder, image_size=(6, 6))
+    assert gen.class_names == ["cat", "dog", "fox"] and gen.num_samples == 12
+
+
 def test_class_names_choose_folders_and_order(image_folder):
     gen = kg.ImageFolderGenerator(image_folder, image_size=(6, 6), class_names=["fox", "cat"],
                                   shuffle=False, label_mode="int")
@@ -90,8 +100,10 @@ def test_color_modes_and_unusual_files(tmp_path):
 
 def test_dtype_and_rescale(image_folder):
     common = dict(image_size=(6, 6), shuffle=False, batch_size=4)
-    raw = kg.ImageFolderGenerator(image_folder, dtype="uint8", rescale=1 / 255, **common)[0][0]
-    assert raw.dtype == np.uint8  # uint8 is never rescaled
+    raw = kg.ImageFolderGenerator(image_folder, dtype="uint8", **common)[0][0]
+    assert raw.dtype == np.uint8
+    with pytest.raises(ValueError, match="`rescale` applies to float batches only"):
+        kg.ImageFolderGenerator(image_folder, dtype="uint8", rescale=1 / 255)
     scaled = kg.ImageFolderGenerator(image_folder, rescale=1 / 255, **common)[0][0]
     assert scaled.dtype == np.float32
     np.testing.assert_allclose(scaled, raw / 255, atol=1e-6)

@@ -56,6 +56,11 @@ def test_custom_sample_with_its_own_target_and_shape_check():
 
     x, y = Pairs(batch_size=6, shuffle=False)[0]
     assert y.tolist() == [0, 2, 4, 6, 8, 10] and x.shape == (6, 2)
+    with_labels = Pairs(batch_size=6, shuffle=False, labels=[0, 1] * 3, label_mode=None)
+    assert with_labels[0][1].tolist() == [0, 2, 4, 6, 8, 10]
+    assert with_labels.labels.tolist() == [0, 1] * 3
+    with pytest.raises(ValueError, match=r"returned \(x, y\), but this generator also"):
+        Pairs(batch_size=6, labels=[0, 1] * 3)[0]
 
     class Ragged(kg.Generator):
         def load_sample(self, index):

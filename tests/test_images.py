@@ -51,6 +51,25 @@ def test_threads_give_identical_batches(image_folder):
     np.testing.assert_array_equal(clone[0][0], one[0][0])
 
 
+def test_decode_pool_is_remade_in_a_forked_worker(image_folder):
+    """Keras forks its worker processes after TensorFlow loaded batches in the parent."""
+    import multiprocessing
+
+    gen = kg.ImageFolderGenerator(image_folder, image_size=(6, 6), batch_size=4,
+                                  decode_threads=2, seed=0)
+    expected = gen[1][0]
+    queue = multiprocessing.get_context("fork").Queue()
+    child = multiprocessing.get_context("fork").Process(
+        target=lambda: queue.put(gen[1][0]))
+    child.start()
+    child.join(30)
+    alive = child.is_alive()
+    if alive:
+        child.kill()
+    assert not alive, "a forked worker hung on the inherited thread pool"
+    np.testing.assert_array_equal(queue.get(timeout=5), expected)
+
+
 @pytest.mark.parametrize("cache", ["memory", "file"])
 def test_cache_serves_later_epochs_and_augmentation_runs_after_it(image_folder, tmp_path,
                                                                   cache):

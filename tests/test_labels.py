@@ -55,6 +55,22 @@ def test_multi_label_from_matrix_and_lists():
     assert gen.labels is None
 
 
+def test_multi_label_lists_through_array_generator():
+    gen = kg.ArrayGenerator(np.zeros((4, 1)), [["a"], ["b", "c"], [], ["c"]],
+                            label_mode="multi_label", batch_size=4, shuffle=False)
+    assert gen[0][1].tolist() == [[1, 0, 0], [0, 1, 1], [0, 0, 0], [0, 0, 1]]
+    pairs = kg.ArrayGenerator(np.zeros((2, 1)), [["a", "b"], ["b", "c"]],
+                              label_mode="multi_label", batch_size=2, shuffle=False)
+    assert pairs[0][1].tolist() == [[1, 1, 0], [0, 1, 1]]
+
+
+def test_names_and_messages_hold_plain_python_values():
+    gen = kg.ArrayGenerator(X, np.array(["b", "a", "b", "a", "a", "b"]), label_mode="int")
+    assert repr(gen.class_names) == "['a', 'b']"
+    with pytest.raises(ValueError, match=r"Received: 0.5 at sample 0"):
+        first_y(y=np.array([0.5, 1, 1, 1, 0, 1]), label_mode="int")
+
+
 def test_raw_and_none():
     y = np.linspace(0, 1, 12).reshape(6, 2).astype("float32")
     np.testing.assert_array_equal(first_y(y=y), y)  # raw is the array default
