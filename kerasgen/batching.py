@@ -35,9 +35,13 @@ def convert(batch, dtype, rescale=None):
         return {k: convert(v, dtype, rescale) for k, v in batch.items()}
     if dtype is None or (batch.dtype == dtype and rescale is None):
         return batch
-    out = np.empty(batch.shape, dtype=dtype)
+    return convert_into(np.empty(batch.shape, dtype=dtype), batch, rescale)
+
+
+def convert_into(out, batch, rescale=None):
+    """Writes `batch` cast to out's dtype (times `rescale` for floats) into `out`."""
     if rescale is not None and np.issubdtype(out.dtype, np.floating):
-        np.multiply(batch, np.asarray(rescale, dtype=dtype), out=out, casting="unsafe")
+        np.multiply(batch, np.asarray(rescale, dtype=out.dtype), out=out, casting="unsafe")
     else:
         out[...] = batch
     return out

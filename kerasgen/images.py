@@ -12,8 +12,8 @@ from kerasgen import _checks
 IMAGE_EXTENSIONS = (".bmp", ".gif", ".jpeg", ".jpg", ".png", ".tif", ".tiff", ".webp")
 COLOR_MODES = {"rgb": 3, "rgba": 4, "grayscale": 1}
 INTERPOLATIONS = {
-    "area": cv2.INTER_AREA,
     "bilinear": cv2.INTER_LINEAR,
+    "area": cv2.INTER_AREA,
     "bicubic": cv2.INTER_CUBIC,
     "nearest": cv2.INTER_NEAREST,
     "lanczos": cv2.INTER_LANCZOS4,
@@ -125,7 +125,7 @@ def decode(path, color_mode="rgb", target_size=None):
     return cv2.cvtColor(image, cv2.COLOR_BGR2RGBA)
 
 
-def load(path, image_size, color_mode="rgb", interpolation="area", out=None):
+def load(path, image_size, color_mode="rgb", interpolation="bilinear", out=None):
     """Decodes and resizes `path` to (height, width, channels) uint8, into `out` if given."""
     image = decode(path, color_mode, image_size)
     height, width = image_size
