@@ -18,7 +18,8 @@ EXTRAS = {
 }
 EXTRAS["demo"] = TENSORFLOW + ["scikit-learn>=1.3"]
 EXTRAS["test"] = sorted(set(
-    EXTRAS["demo"] + EXTRAS["pandas"] + ["pytest>=7", "pytest-timeout>=2", "pillow>=9"]))
+    EXTRAS["demo"] + EXTRAS["pandas"] + EXTRAS["augment"] + EXTRAS["viz"]
+    + EXTRAS["progress"] + ["pytest>=7", "pytest-timeout>=2", "pillow>=9"]))
 EXTRAS["all"] = sorted({req for reqs in EXTRAS.values() for req in reqs})
 
 setup(
@@ -33,4 +34,5 @@ setup(
     python_requires=">=3.9",
     install_requires=["keras>=3.3", "numpy>=1.23", "opencv-python-headless>=4.8"],
     extras_require=EXTRAS,
+    entry_points={"console_scripts": ["kerasgen=kerasgen.cli:main"]},
 )

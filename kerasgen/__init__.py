@@ -5,6 +5,7 @@ reproducible from one seed, label modes and batches that are identical with any 
 of workers.
 """
 
+from kerasgen import augment, viz
 from kerasgen.base import Generator
 from kerasgen.generators import ArrayGenerator, CSVGenerator, ImageFolderGenerator
 
@@ -15,4 +16,6 @@ __all__ = [
     "CSVGenerator",
     "Generator",
     "ImageFolderGenerator",
+    "augment",
+    "viz",
 ]

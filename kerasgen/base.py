@@ -12,6 +12,7 @@ import numpy as np
 from keras.utils import PyDataset
 
 from kerasgen import _checks, batching, labels as labels_mod, seeding
+from kerasgen import augment as augment_mod
 
 AUTO = "auto"
 
@@ -57,18 +58,26 @@ class Generator(PyDataset):
         shuffle: reshuffle each epoch; the order of epoch e is a pure function of
             (seed, e). False keeps the source order.
         seed: int, or None to draw one seed once (shown by `repr`).
-        label_mode: "int", "categorical", "binary", "multi_label", "raw" or None.
+        label_mode: "int", "categorical", "binary", "multi_label", "raw", "mask"
+            (segmentation: y is the mask returned with each sample) or None.
             "auto" (the base class's default): "categorical" when labels are given,
             otherwise None.
         num_classes: width of one-hot / multi-hot targets; inferred when None.
         class_names: names of the classes, in class-id order.
         dtype: "float32", "float16", "uint8", or None to keep the samples' own dtype.
-        augment: None, or a callable `fn(x, rng) -> x` applied per sample, with `rng` a
-            numpy Generator derived from (seed, epoch, position in the epoch).
+        augment: None, an albumentations transform (`A.Compose([...])`), or a callable
+            `fn(x, rng) -> x`, applied per sample after loading (and after any cache),
+            with `rng` a numpy Generator derived from (seed, epoch, position in the
+            epoch). In mask mode it transforms image and mask together.
+        batch_augment: None, a Keras preprocessing layer (RandomFlip, RandAugment,
+            MixUp, CutMix...), a callable `fn(x, y, rng) -> (x, y)`, or a list of them,
+            applied to each assembled batch with draws from (seed, epoch, batch index).
         sampler: None, or an object with `plan(labels, seed, epoch) -> indices` that
             chooses the samples of each epoch.
         drop_remainder: drop the last partial batch.
         sample_weight: optional per-sample weights, returned as the batch's third element.
+        mask_format: for label_mode="mask": "ids" ((n, h, w) int32 class ids) or
+            "one_hot" ((n, h, w, num_classes) float32).
         workers, use_multiprocessing, max_queue_size: passed to `keras.utils.PyDataset`.
     """
 
@@ -76,8 +85,9 @@ class Generator(PyDataset):
 
     def __init__(self, num_samples, labels=None, *, batch_size=32, shuffle=True, seed=None,
                  label_mode=AUTO, num_classes=None, class_names=None, dtype="float32",
-                 augment=None, sampler=None, drop_remainder=False, sample_weight=None,
-                 workers=1, use_multiprocessing=False, max_queue_size=10):
+                 augment=None, batch_augment=None, sampler=None, drop_remainder=False,
+                 sample_weight=None, mask_format="ids", workers=1, use_multiprocessing=False,
+                 max_queue_size=10):
         super().__init__(
             workers=_checks.positive_int("workers", workers),
             use_multiprocessing=bool(use_multiprocessing),
@@ -89,9 +99,19 @@ class Generator(PyDataset):
         self.seed = seeding.resolve_seed(seed)
         self.dtype = _checks.one_of("dtype", dtype, batching.DTYPES)
         self.drop_remainder = bool(drop_remainder)
-        if augment is not None and not callable(augment):
-            _checks.fail("augment", "None or a callable fn(x, rng) -> x", augment, TypeError)
         self.augment = augment
+        self._augmenter = None if augment is None else augment_mod.SampleAugment(augment)
+        self.batch_augment = batch_augment
+        self._batch_augmenter = (None if batch_augment is None
+                                 else augment_mod.BatchAugment(batch_augment))
+        if self._batch_augmenter is not None and self._batch_augmenter.uses_keras and (
+                use_multiprocessing):
+            raise ValueError(
+                "Keras layers in `batch_augment` run TensorFlow ops, which hang in forked "
+                "worker processes. Received: use_multiprocessing=True. Use worker threads "
+                "(use_multiprocessing=False) or put the layers in the model."
+            )
+        self.mask_format = _checks.one_of("mask_format", mask_format, labels_mod.MASK_FORMATS)
         if sampler is not None and not callable(getattr(sampler, "plan", None)):
             _checks.fail("sampler", "None or an object with a plan(labels, seed, epoch) "
                          "method", sampler, TypeError)
@@ -99,7 +119,11 @@ class Generator(PyDataset):
         if label_mode == AUTO:
             label_mode = "categorical" if labels is not None else None
         _checks.one_of("label_mode", label_mode, labels_mod.LABEL_MODES)
-        if labels is None and label_mode not in (None, "raw"):
+        if label_mode == "mask" and mask_format == "one_hot" and num_classes is None and (
+                class_names is None):
+            raise ValueError("mask_format='one_hot' needs `num_classes` (or `class_names`): "
+                             "the width of the one-hot masks. Received: num_classes=None.")
+        if labels is None and label_mode not in (None, "raw", "mask"):
             raise ValueError(
                 f"label_mode={label_mode!r} needs labels, but none were given. Pass "
                 "`labels` (one per sample) or use label_mode=None."
@@ -231,7 +255,13 @@ class Generator(PyDataset):
         indices = self.epoch_plan()[start:start + self.batch_size]
         positions = np.arange(start, start + len(indices))
         x, y = self.load_batch(indices, positions)
-        if self._targets.label_mode is not None:
+        if self.label_mode == "mask":
+            if y is None:
+                raise ValueError(f"label_mode='mask' needs masks, but {type(self).__name__} "
+                                 "loaded none: load_sample must return (x, mask).")
+            y = labels_mod.encode_masks(y, self.num_classes, self.mask_format,
+                                        self.describe_sample, indices)
+        elif self._targets.label_mode is not None:
             if y is not None:
                 raise ValueError(
                     f"load_sample() returned (x, y), but this generator also encodes "
@@ -240,6 +270,9 @@ class Generator(PyDataset):
                     "return x alone."
                 )
             y = self._targets.batch(indices)
+        if self._batch_augmenter is not None:
+            rng = seeding.rng(self.seed, seeding.BATCH_AUGMENT, self._epoch, index)
+            x, y = self._batch_augmenter(x, y, rng)
         if y is None:
             return (x,)
         if self.sample_weight is not None:
@@ -256,7 +289,11 @@ class Generator(PyDataset):
         for index, position in zip(indices, positions):
             sample = self.load_sample(int(index))
             x, y = sample if isinstance(sample, tuple) else (sample, None)
-            xs.append(self.augment_sample(x, position))
+            if self.label_mode == "mask":
+                x, y = self.augment_sample(x, position, mask=y)
+            else:
+                x, _ = self.augment_sample(x, position)
+            xs.append(x)
             ys.append(y)
         y_batch = None if ys[0] is None else self.assemble(ys, indices)
         return self.finish_x(self.assemble(xs, indices)), y_batch
@@ -268,10 +305,14 @@ class Generator(PyDataset):
             batching.write(batch, k, sample, self.describe_sample(int(index)))
         return batch
 
-    def augment_sample(self, x, position):
-        if self.augment is None:
-            return x
-        return self.augment(x, seeding.rng(self.seed, seeding.AUGMENT, self._epoch, position))
+    def augment_sample(self, x, position, mask=None):
+        """Returns (x, mask) augmented with draws from (seed, epoch, position)."""
+        if self._augmenter is None:
+            return x, mask
+        rng = seeding.rng(self.seed, seeding.AUGMENT, self._epoch, position)
+        if mask is None:
+            return self._augmenter(x, rng), None
+        return self._augmenter(x, rng, mask=mask)
 
     def finish_x(self, x_batch):
         """Converts an assembled batch to `dtype` in one vectorised step."""

@@ -59,13 +59,23 @@ class ArrayGenerator(Generator):
                 )
         elif label_mode not in ("raw", None):
             raise ValueError(f"label_mode={label_mode!r} needs `y`. Received: y=None.")
+        self.masks = None
+        if label_mode == "mask":
+            if isinstance(y, dict) or y.ndim not in (3, 4):
+                raise ValueError("label_mode='mask' needs `y` as masks of class ids, shaped "
+                                 "(n, h, w) or (n, h, w, 1).")
+            self.masks, y = y, None
+            if common.get("num_classes") is None and common.get("class_names") is None:
+                common["num_classes"] = int(self.masks.max()) + 1
         super().__init__(num_samples, labels=y, label_mode=label_mode,
                          sample_weight=sample_weight, **common)
 
     def load_sample(self, index):
         if isinstance(self.x, dict):
-            return {k: v[index] for k, v in self.x.items()}
-        return self.x[index]
+            x = {k: v[index] for k, v in self.x.items()}
+        else:
+            x = self.x[index]
+        return x if self.masks is None else (x, self.masks[index])
 
     def load_batch(self, indices, positions):
         if self.augment is not None:
@@ -74,7 +84,8 @@ class ArrayGenerator(Generator):
             x = {k: np.take(v, indices, axis=0) for k, v in self.x.items()}
         else:
             x = np.take(self.x, indices, axis=0)
-        return self.finish_x(x), None
+        masks = None if self.masks is None else np.take(self.masks, indices, axis=0)
+        return self.finish_x(x), masks
 
 
 class _ImageFileGenerator(Generator):
@@ -85,8 +96,10 @@ class _ImageFileGenerator(Generator):
     """
 
     def _set_images(self, file_paths, image_size, color_mode, interpolation, rescale,
-                    cache=None, on_error="raise", decode_threads=None, verbose=1):
+                    cache=None, on_error="raise", decode_threads=None, verbose=1,
+                    mask_paths=None):
         self.file_paths = list(file_paths)
+        self.mask_paths = None if mask_paths is None else list(mask_paths)
         self.image_size = _checks.image_size(image_size)
         self.color_mode = images.check_color_mode(color_mode)
         self.interpolation = images.check_interpolation(interpolation)
@@ -145,20 +158,25 @@ class _ImageFileGenerator(Generator):
         shape = (len(indices), height, width, images.COLOR_MODES[self.color_mode])
         direct = self.augment is None  # decode threads also convert to dtype
         out = np.empty(shape, dtype=self.dtype if direct and self.dtype else np.uint8)
+        masks = None if self.mask_paths is None else np.empty(shape[:3], np.uint16)
         threads = min(self._threads(), len(indices))
         if threads == 1:
-            self._load_chunk(indices, out, direct)
+            self._load_chunk(indices, out, masks, direct)
         else:
             bounds = np.linspace(0, len(indices), threads + 1).astype(int)
-            futures = [self._pool().submit(self._load_chunk, indices[a:b], out[a:b], direct)
+            futures = [self._pool().submit(self._load_chunk, indices[a:b], out[a:b],
+                                           None if masks is None else masks[a:b], direct)
                        for a, b in zip(bounds[:-1], bounds[1:])]  # slices: views of out
             for future in futures:
                 future.result()
         if direct:
-            return out, None
-        out = self.assemble([self.augment_sample(out[k], p)
-                             for k, p in enumerate(positions)], indices)
-        return self.finish_x(out), None
+            return out, masks
+        pairs = [self.augment_sample(out[k], p, None if masks is None else masks[k])
+                 for k, p in enumerate(positions)]
+        out = self.assemble([x for x, _ in pairs], indices)
+        if masks is not None:
+            masks = self.assemble([m for _, m in pairs], indices)
+        return self.finish_x(out), masks
 
     # --------------------------------------------------------------- decoding
     def _threads(self):
@@ -176,21 +194,27 @@ class _ImageFileGenerator(Generator):
             self._executor = executor
         return executor[1]
 
-    def _load_chunk(self, indices, out, convert=False):
-        """Decodes `indices` into `out` (a slice of the batch); with `convert`, `out` has
-        the final dtype and the chunk is converted (and rescaled) here, in this thread."""
+    def _load_chunk(self, indices, out, masks=None, convert=False):
+        """Decodes `indices` into `out` (a slice of the batch) and their masks into
+        `masks`; with `convert`, `out` has the final dtype and the chunk is converted
+        (and rescaled) here, in this thread."""
         pixels = np.empty(out.shape, np.uint8) if out.dtype != np.uint8 else out
         for k, index in enumerate(indices):
-            self._load_into(int(index), pixels[k])
+            loaded = self._load_into(int(index), pixels[k])
+            if masks is not None:  # the mask of the image actually loaded (a stand-in's)
+                images.load_mask(self.mask_paths[loaded], self.image_size, out=masks[k])
         if pixels is not out:
             batching.convert_into(out, pixels, self.rescale)
 
     def _load_into(self, index, out):
+        """Loads sample `index` into `out`; returns the index whose image it holds
+        (another sample of its class when the file was skipped)."""
         if self._cache is not None:
             cached = self._cache.get(index)
             if cached is not None:
                 out[...] = cached
-                return
+                return index
+        loaded = index
         try:
             images.load(self.file_paths[index], self.image_size, self.color_mode,
                         self.interpolation, out=out)
@@ -198,9 +222,10 @@ class _ImageFileGenerator(Generator):
             if self.on_error == "raise":
                 raise
             self._record_skip(index, error)
-            self._load_replacement(index, out)
+            return self._load_replacement(index, out)  # stand-ins are never cached
         if self._cache is not None:
             self._cache.put(index, out)
+        return loaded
 
     def _load_replacement(self, index, out):
         """Loads a stand-in for undecodable sample `index`: another sample of its class,
@@ -215,7 +240,7 @@ class _ImageFileGenerator(Generator):
             try:
                 images.load(self.file_paths[j], self.image_size, self.color_mode,
                             self.interpolation, out=out)
-                return
+                return int(j)
             except (ValueError, FileNotFoundError) as error:
                 self._record_skip(int(j), error)
         group = (f"class {self.class_names[labels[index]]!r}" if labels is not None
@@ -273,11 +298,17 @@ class ImageFolderGenerator(_ImageFileGenerator):
         validation_split, subset: a seeded, stratified split; subset "training" or
             "validation". Generators built with the same seed never overlap and together
             hold every file.
-        label_mode: "categorical" (default), "int", "binary", "raw" (class ids) or None.
+        label_mode: "categorical" (default), "int", "binary", "raw" (class ids), "mask"
+            (with `mask_dir`) or None.
         interpolation: "bilinear" (default, as Keras and tf.data), "area" (better
             downscaling, about twice the cost), "bicubic", "nearest", "lanczos".
         rescale: factor applied when converting to a float dtype (1/255, say).
         follow_links: follow symbolic links to folders.
+        mask_dir: segmentation (with label_mode="mask"): a folder of masks mirroring
+            `directory`: the mask of images/a/b.jpg is masks/a/b.<any image extension>.
+            Masks load single-channel, resize with nearest neighbour, and get exactly the
+            geometric transform of their image; y is (n, h, w) class ids, or one-hot with
+            mask_format="one_hot".
         cache: None, "memory", or a file path: decoded, resized uint8 samples are kept
             (augmentation runs after the cache). A file cache is memory-mapped, shared by
             worker processes and reused by later runs while the files, their sizes and
@@ -295,22 +326,33 @@ class ImageFolderGenerator(_ImageFileGenerator):
                  class_names=None, validation_split=None, subset=None,
                  label_mode="categorical", interpolation="bilinear", rescale=None,
                  follow_links=False, cache=None, on_error="raise", decode_threads=None,
-                 verbose=1, seed=None, **common):
+                 verbose=1, mask_dir=None, seed=None, **common):
         if label_mode == "multi_label":
             raise ValueError("label_mode='multi_label' does not apply to a folder of "
                              "classes; use a CSVGenerator with several label columns.")
-        paths, class_ids, names = sources.list_image_folder(
-            directory, class_names, classes_required=label_mode is not None,
-            follow_links=follow_links)
+        if (mask_dir is None) != (label_mode != "mask"):
+            raise ValueError("`mask_dir` and label_mode='mask' go together. Received: "
+                             f"mask_dir={mask_dir!r}, label_mode={label_mode!r}.")
+        if mask_dir is not None:  # segmentation: every image under directory, no classes
+            paths = sources.list_image_folder(directory, classes_required=False,
+                                              flat=True, follow_links=follow_links)[0]
+            class_ids, names = None, class_names
+            masks = sources.paired_masks(paths, directory, mask_dir)
+        else:
+            paths, class_ids, names = sources.list_image_folder(
+                directory, class_names, classes_required=label_mode is not None,
+                follow_links=follow_links)
+            masks = None
         keep = sources.validation_subset(class_ids, len(paths), validation_split, subset,
                                          seed)
         if keep is not None:
             paths = [paths[i] for i in keep]
             class_ids = None if class_ids is None else class_ids[keep]
+            masks = None if masks is None else [masks[i] for i in keep]
         self.directory = os.fspath(directory)
         self.validation_split, self.subset = validation_split, subset
         self._set_images(paths, image_size, color_mode, interpolation, rescale, cache,
-                         on_error, decode_threads, verbose)
+                         on_error, decode_threads, verbose, masks)
         super().__init__(len(paths), labels=class_ids, label_mode=label_mode,
                          class_names=names, seed=seed, **common)
         self._check_image_options()
@@ -328,10 +370,13 @@ class CSVGenerator(_ImageFileGenerator):
             the working directory for a DataFrame). When `directory` is given, paths that
             leave it through '..' or an absolute path are refused unless
             allow_outside=True; without it, paths are taken as written.
-        label_mode: "categorical" (default), "int", "binary", "multi_label", "raw" or None.
+        label_mode: "categorical" (default), "int", "binary", "multi_label", "raw", "mask"
+            or None.
         label_delimiter: separates several labels in one cell for "multi_label" ("a|b").
-        on_missing: "raise" (default) when listed files do not exist, or "skip" to drop
-            those rows with a warning (`gen.skipped` lists them).
+        on_missing: "raise" (default) when listed files (images or masks) do not exist,
+            or "skip" to drop those rows with a warning (`gen.skipped` lists them).
+        mask_col: segmentation (with label_mode="mask"): the column of mask paths,
+            resolved like `x_col`; see ImageFolderGenerator's `mask_dir`.
         image_size, color_mode, class_names, interpolation, rescale, cache, on_error,
             decode_threads, verbose: as for ImageFolderGenerator.
         **common: see `kg.Generator`.
@@ -341,12 +386,17 @@ class CSVGenerator(_ImageFileGenerator):
                  image_size=(256, 256), color_mode="rgb", class_names=None,
                  label_mode="categorical", label_delimiter="|", on_missing="raise",
                  allow_outside=False, interpolation="bilinear", rescale=None, cache=None,
-                 on_error="raise", decode_threads=None, verbose=1, **common):
+                 on_error="raise", decode_threads=None, verbose=1, mask_col=None, **common):
+        if (mask_col is None) != (label_mode != "mask"):
+            raise ValueError("`mask_col` and label_mode='mask' go together. Received: "
+                             f"mask_col={mask_col!r}, label_mode={label_mode!r}.")
         _checks.one_of("on_missing", on_missing, ("raise", "skip"))
         table = sources.Table(csv)
         table.column(x_col, "x_col")
+        if mask_col is not None:
+            table.column(mask_col, "mask_col")
         y_cols = None
-        if label_mode is not None:
+        if label_mode not in (None, "mask"):
             y_cols = list(y_col) if isinstance(y_col, (list, tuple)) else [y_col]
             for name in y_cols:
                 table.column(name, "y_col")
@@ -358,7 +408,10 @@ class CSVGenerator(_ImageFileGenerator):
                 )
         paths = sources.resolve_paths(table.columns[x_col], table, directory,
                                       allow_outside, table.describe)
-        missing = [i for i, p in enumerate(paths) if not os.path.isfile(p)]
+        masks = None if mask_col is None else sources.resolve_paths(
+            table.columns[mask_col], table, directory, allow_outside, table.describe)
+        missing = [i for i, p in enumerate(paths) if not os.path.isfile(p)
+                   or (masks is not None and not os.path.isfile(masks[i]))]
         self.skipped = []
         if missing:
             listed = ", ".join(f"{paths[i]} ({table.describe(i)})" for i in missing[:5])
@@ -376,12 +429,13 @@ class CSVGenerator(_ImageFileGenerator):
             keep = [i for i in range(len(paths)) if i not in gone]
             table.subset(keep)
             paths = [paths[i] for i in keep]
+            masks = None if masks is None else [masks[i] for i in keep]
             if not paths:
                 raise ValueError(f"No row of {table.name()} names an existing file.")
         self.table = table
         self.directory = directory
         self._set_images(paths, image_size, color_mode, interpolation, rescale, cache,
-                         on_error, decode_threads, verbose)
+                         on_error, decode_threads, verbose, masks)
         labels, names = None, class_names
         if y_cols is not None:
             labels = _csv_labels(table, y_cols, label_mode, label_delimiter)

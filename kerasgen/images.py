@@ -142,6 +142,34 @@ def load(path, image_size, color_mode="rgb", interpolation="bilinear", out=None)
     return out
 
 
+def load_mask(path, image_size, out=None):
+    """A segmentation mask of class ids, resized with nearest neighbour to (h, w).
+
+    Masks are single-channel images (8- or 16-bit PNG, say); a 3-channel mask is
+    accepted when its channels are equal. EXIF orientation is applied as for images.
+    """
+    try:
+        data = np.fromfile(path, dtype=np.uint8)
+    except FileNotFoundError:
+        raise FileNotFoundError(f"Mask file not found: {path}") from None
+    mask = cv2.imdecode(data, cv2.IMREAD_ANYDEPTH | cv2.IMREAD_ANYCOLOR) if data.size else None
+    if mask is None:
+        raise ValueError(f"Cannot decode mask file {path}: it is empty, corrupt or not an "
+                         "image format OpenCV reads.")
+    if mask.ndim == 3:
+        if not (mask == mask[:, :, :1]).all():
+            raise ValueError(f"Mask {path} has {mask.shape[2]} different channels; a mask "
+                             "must hold one class id per pixel (a single-channel image).")
+        mask = mask[:, :, 0]
+    height, width = image_size
+    if mask.shape != (height, width):
+        mask = cv2.resize(mask, (width, height), interpolation=cv2.INTER_NEAREST)
+    if out is None:
+        return mask
+    out[...] = mask
+    return out
+
+
 _MALLOC_TUNED = None
 
 

@@ -6,7 +6,8 @@ import numpy as np
 
 from kerasgen import _checks
 
-LABEL_MODES = ("int", "categorical", "binary", "multi_label", "raw", None)
+LABEL_MODES = ("int", "categorical", "binary", "multi_label", "raw", "mask", None)
+MASK_FORMATS = ("ids", "one_hot")
 CLASS_MODES = ("int", "categorical", "binary")
 
 
@@ -236,6 +237,8 @@ def encode_raw(values, describe=None):
 def encode(values, label_mode, class_names=None, num_classes=None, describe=None):
     """Dispatches on label_mode; `values` None means the samples carry no targets."""
     _checks.one_of("label_mode", label_mode, LABEL_MODES)
+    if label_mode == "mask":  # targets are the masks loaded with each sample
+        label_mode = None
     if values is None:
         return Targets(None, class_names=class_names,
                        num_classes=num_classes if num_classes is not None
@@ -271,3 +274,23 @@ def _one_hot_to_ids(values, describe):
             "label_mode='multi_label' for multi-hot rows."
         )
     return values.argmax(axis=1)
+
+
+def encode_masks(masks, num_classes, mask_format, describe, indices):
+    """Segmentation masks (n, h, w) of class ids -> int32 ids or float32 one-hot."""
+    if masks.ndim == 4 and masks.shape[-1] == 1:
+        masks = masks[..., 0]
+    if num_classes is not None:
+        bad = (masks < 0) | (masks >= num_classes)
+        if bad.any():
+            k = int(np.flatnonzero(bad.reshape(len(masks), -1).any(axis=1))[0])
+            raise ValueError(
+                f"Mask values must be class ids in [0, {num_classes}). Received: "
+                f"{int(masks[k][bad[k]][0])} in the mask of {describe(int(indices[k]))}. "
+                "Pass a larger `num_classes`, or fix the mask."
+            )
+    if mask_format == "ids":
+        return masks.astype("int32")
+    out = np.zeros(masks.shape + (num_classes,), dtype="float32")
+    np.put_along_axis(out, masks[..., None].astype("int64"), 1.0, axis=-1)
+    return out

@@ -16,6 +16,7 @@ SPLIT = 1
 SAMPLER = 2
 AUGMENT = 3
 SKIP = 4
+BATCH_AUGMENT = 5
 
 
 def resolve_seed(seed, name="seed"):

@@ -22,7 +22,7 @@ def _image_files(folder, follow_links):
 
 
 def list_image_folder(directory, class_names=None, classes_required=True,
-                      follow_links=False):
+                      follow_links=False, flat=False):
     """Lists an image folder with one subfolder per class.
 
     Returns (file_paths, class_ids or None, class_names or None). Without class
@@ -38,6 +38,11 @@ def list_image_folder(directory, class_names=None, classes_required=True,
             "(not found)." if not os.path.exists(directory) else
             f"`directory` must be a folder. Received: directory={directory!r} (a file)."
         )
+    if flat:
+        paths = _image_files(directory, follow_links)
+        if not paths:
+            raise ValueError(_no_images_message(directory))
+        return paths, None, None
     subfolders = sorted(d for d in os.listdir(directory)
                         if os.path.isdir(os.path.join(directory, d)) and not d.startswith("."))
     if class_names is not None:
@@ -74,6 +79,31 @@ def list_image_folder(directory, class_names=None, classes_required=True,
     if not paths:
         raise ValueError(_no_images_message(directory))
     return paths, np.asarray(class_ids, dtype="int64"), class_names
+
+
+def paired_masks(paths, directory, mask_dir):
+    """The mask of each image: the same relative path under `mask_dir`, any image
+    extension (the image's own first). Refuses images without a mask, naming them."""
+    mask_dir = os.fspath(mask_dir)
+    if not os.path.isdir(mask_dir):
+        raise FileNotFoundError(f"`mask_dir` must be an existing folder. Received: "
+                                f"mask_dir={mask_dir!r} (not found).")
+    masks, missing = [], []
+    for path in paths:
+        stem, ext = os.path.splitext(os.path.relpath(path, directory))
+        for candidate in (ext,) + IMAGE_EXTENSIONS + tuple(e.upper() for e in IMAGE_EXTENSIONS):
+            mask = os.path.join(mask_dir, stem + candidate)
+            if os.path.isfile(mask):
+                masks.append(mask)
+                break
+        else:
+            missing.append(path)
+    if missing:
+        raise FileNotFoundError(
+            f"{len(missing)} images have no mask in {mask_dir} (same relative path, any "
+            f"image extension): {', '.join(missing[:5])}{' ...' if len(missing) > 5 else ''}."
+        )
+    return masks
 
 
 def _no_images_message(directory):

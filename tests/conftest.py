@@ -2,6 +2,8 @@ import os
 
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+os.environ.setdefault("NO_ALBUMENTATIONS_UPDATE", "1")  # no update check at import
+os.environ.setdefault("MPLBACKEND", "Agg")
 
 import cv2  # noqa: E402
 import numpy as np  # noqa: E402

@@ -95,7 +95,7 @@ def test_custom_sample_with_its_own_target_and_shape_check():
     (lambda: kg.ArrayGenerator(np.zeros((4, 2)), batch_size=8, drop_remainder=True),
      ValueError, "would yield no batch"),
     (lambda: kg.ArrayGenerator(np.zeros((4, 2)), augment="flip"), TypeError,
-     "`augment` must be None or a callable"),
+     "`augment` must be None, an albumentations transform or a callable"),
     (lambda: kg.ArrayGenerator(np.zeros((4, 2)), sampler=object()), TypeError,
      "`sampler` must be None or an object with a plan"),
     (lambda: kg.ArrayGenerator(np.zeros((4, 2)), sample_weight=np.ones(3)), ValueError,

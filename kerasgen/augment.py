@@ -1,0 +1,144 @@
+"""Augmentation hooks: albumentations pipelines, plain callables, batch-level Keras layers.
+
+Every draw comes from a numpy Generator derived from (seed, epoch, position) for a
+sample, or (seed, epoch, batch index) for a batch, never from a shared random state: a
+batch is byte-identical with any number of worker threads or processes, asked in any
+order, and differs from one epoch to the next.
+
+Importing this module does not import albumentations or TensorFlow.
+"""
+
+import copy
+import inspect
+import random
+import threading
+
+import numpy as np
+
+from kerasgen import _checks
+
+PIP_ALBUMENTATIONS = 'pip install "albumentations>=2.0,<2.1"'
+
+
+def _is_albumentations(obj):
+    return type(obj).__module__.split(".")[0] == "albumentations"
+
+
+def _is_keras_layer(obj):
+    return any(c.__module__.split(".")[0] == "keras" and c.__name__ == "Layer"
+               for c in type(obj).__mro__)
+
+
+def import_albumentations():
+    """albumentations, or an ImportError that says how to install it."""
+    try:
+        import albumentations
+    except ImportError as error:
+        raise ImportError(f"This needs albumentations (MIT-licensed 2.0.x line): "
+                          f"{PIP_ALBUMENTATIONS}") from error
+    return albumentations
+
+
+def typical(image_size, scale=(0.5, 1.0)):
+    """A typical training pipeline: horizontal flip, random resized crop, colour jitter.
+
+    Returns an `albumentations.Compose`; needs albumentations installed.
+    """
+    A = import_albumentations()
+    height, width = _checks.image_size(image_size)
+    return A.Compose([
+        A.HorizontalFlip(p=0.5),
+        A.RandomResizedCrop(size=(height, width), scale=scale, p=1.0),
+        A.ColorJitter(brightness=0.2, contrast=0.2, saturation=0.2, hue=0.05, p=0.8),
+    ])
+
+
+class SampleAugment:
+    """Applies `augment` to one sample (and its mask) with a given numpy Generator.
+
+    `augment` is an albumentations transform (reseeded per sample through
+    `set_random_state`, one private copy per thread) or a callable
+    `fn(image, rng) -> image`; in mask mode the callable is called as
+    `fn(image, rng, mask=mask)` and returns `(image, mask)`.
+    """
+
+    def __init__(self, augment):
+        if not callable(augment):
+            _checks.fail("augment", "None, an albumentations transform or a callable "
+                         "fn(image, rng) -> image", augment, TypeError)
+        self.augment = augment
+        self.albumentations = _is_albumentations(augment)
+        self._local = threading.local()
+
+    def _transform(self):
+        transform = getattr(self._local, "transform", None)
+        if transform is None:  # the transforms hold random state: one copy per thread
+            transform = self._local.transform = copy.deepcopy(self.augment)
+        return transform
+
+    def __call__(self, image, rng, mask=None):
+        if not self.albumentations:
+            if mask is None:
+                return self.augment(image, rng)
+            return self.augment(image, rng, mask=mask)
+        transform = self._transform()
+        transform.set_random_state(rng, random.Random(int(rng.integers(2**63))))
+        if mask is None:
+            return transform(image=image)["image"]
+        out = transform(image=image, mask=mask)
+        return out["image"], out["mask"]
+
+    def __getstate__(self):
+        return {"augment": self.augment, "albumentations": self.albumentations}
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+        self._local = threading.local()
+
+
+class BatchAugment:
+    """Applies batch-level augmentation to an assembled batch (x, y).
+
+    Each step is a Keras preprocessing layer (RandomFlip, RandAugment, MixUp, CutMix...),
+    rebuilt per batch with a seed derived from (seed, epoch, batch index), or a callable
+    `fn(x, y, rng) -> (x, y)`. A sequence of steps runs in order.
+    """
+
+    def __init__(self, steps):
+        steps = list(steps) if isinstance(steps, (list, tuple)) else [steps]
+        for step in steps:
+            if _is_keras_layer(step):
+                if "seed" not in step.get_config():
+                    raise ValueError(
+                        f"`batch_augment` layer {type(step).__name__} takes no seed, so its "
+                        "draws cannot be made reproducible. Put it in the model instead."
+                    )
+            elif not callable(step) or len(inspect.signature(step).parameters) < 3:
+                _checks.fail("batch_augment", "a Keras preprocessing layer, a callable "
+                             "fn(x, y, rng) -> (x, y), or a list of them", step, TypeError)
+        self.steps = steps
+        self.uses_keras = any(_is_keras_layer(s) for s in steps)
+
+    def __call__(self, x, y, rng):
+        for step in self.steps:
+            if _is_keras_layer(step):
+                x, y = self._apply_layer(step, x, y, int(rng.integers(2**31)))
+            else:
+                x, y = step(x, y, rng)
+        return x, y
+
+    @staticmethod
+    def _apply_layer(layer, x, y, seed):
+        from keras import ops
+
+        layer = type(layer).from_config({**layer.get_config(), "seed": seed})
+        if y is None:
+            return ops.convert_to_numpy(layer(x, training=True)), None
+        is_mask = isinstance(y, np.ndarray) and y.ndim >= 3
+        if not is_mask:
+            out = layer({"images": x, "labels": y}, training=True)
+            return ops.convert_to_numpy(out["images"]), ops.convert_to_numpy(out["labels"])
+        masks = y[..., None] if y.ndim == 3 else y  # Keras wants a channel axis
+        out = layer({"images": x, "segmentation_masks": masks}, training=True)
+        masks = ops.convert_to_numpy(out["segmentation_masks"]).astype(y.dtype)
+        return ops.convert_to_numpy(out["images"]), masks.reshape(masks.shape[:3] + y.shape[3:])

@@ -1,0 +1,75 @@
+"""Pictures of what a generator yields: a grid of augmented samples with their labels."""
+
+import numpy as np
+
+
+def _pyplot():
+    try:
+        import matplotlib
+    except ImportError as error:
+        raise ImportError('kerasgen.viz needs matplotlib: pip install "kerasgen3[viz]" '
+                          "(or pip install matplotlib)") from error
+    matplotlib.use("Agg", force=False)
+    import matplotlib.pyplot as plt
+    return plt
+
+
+def _caption(gen, y):
+    """A readable label for one sample's y, in the generator's label mode."""
+    names = gen.class_names
+    mode = gen.label_mode
+    if y is None or mode == "mask":
+        return ""
+    y = np.asarray(y)
+    if mode == "multi_label" or (y.ndim == 1 and y.size > 1 and mode != "raw"):
+        hot = np.flatnonzero(y > 0.5) if mode == "multi_label" else [int(y.argmax())]
+        return ", ".join(names[k] if names else str(k) for k in hot) or "(none)"
+    if mode in ("int", "binary") or (mode == "raw" and y.size == 1):
+        k = int(round(float(y.reshape(-1)[0])))
+        return names[k] if names and 0 <= k < len(names) else str(y.reshape(-1)[0])
+    return np.array2string(y, precision=2, threshold=6)
+
+
+def _displayable(image):
+    image = np.asarray(image, dtype="float32")
+    if image.max() > 1.0:
+        image = image / 255.0
+    image = np.clip(image, 0, 1)
+    return image[..., 0] if image.shape[-1] == 1 else image
+
+
+def show_batch(gen, n=16, path="preview.png", batch_index=0, columns=None):
+    """Writes a grid of the first `n` samples of batch `batch_index` (augmented as
+    training sees them) with their class names; masks are overlaid in mask mode.
+    Returns `path`."""
+    plt = _pyplot()
+    batch = gen[batch_index]
+    x, y = batch[0], (batch[1] if len(batch) > 1 else None)
+    if isinstance(x, dict):
+        raise ValueError("show_batch draws image batches; this generator yields a dict of "
+                         f"inputs ({sorted(x)}).")
+    if np.asarray(x).ndim != 4:
+        raise ValueError(f"show_batch draws image batches (n, h, w, c); this generator "
+                         f"yields x of shape {np.shape(x)}.")
+    n = min(n, len(x))
+    columns = columns or int(np.ceil(np.sqrt(n)))
+    rows = int(np.ceil(n / columns))
+    figure, axes = plt.subplots(rows, columns, figsize=(2.2 * columns, 2.4 * rows),
+                                squeeze=False)
+    for k, axis in enumerate(axes.flat):
+        axis.axis("off")
+        if k >= n:
+            continue
+        axis.imshow(_displayable(x[k]), cmap="gray" if x.shape[-1] == 1 else None)
+        if gen.label_mode == "mask" and y is not None:
+            mask = y[k].argmax(-1) if y[k].ndim == 3 else y[k]
+            axis.imshow(np.ma.masked_equal(mask, 0), alpha=0.45, cmap="tab20",
+                        interpolation="nearest")
+        elif y is not None:
+            axis.set_title(_caption(gen, y[k]), fontsize=8)
+    figure.suptitle(f"{type(gen).__name__}: epoch {gen.epoch}, batch {batch_index}",
+                    fontsize=9)
+    figure.tight_layout()
+    figure.savefig(path, dpi=100)
+    plt.close(figure)
+    return path
