@@ -5,9 +5,10 @@ reproducible from one seed, label modes and batches that are identical with any 
 of workers.
 """
 
-from kerasgen import augment, viz
+from kerasgen import augment, samplers, viz
 from kerasgen.base import Generator
 from kerasgen.generators import ArrayGenerator, CSVGenerator, ImageFolderGenerator
+from kerasgen.rebalance import class_weights, rebalance
 
 __version__ = "0.1.0"
 
@@ -17,5 +18,8 @@ __all__ = [
     "Generator",
     "ImageFolderGenerator",
     "augment",
+    "class_weights",
+    "rebalance",
+    "samplers",
     "viz",
 ]

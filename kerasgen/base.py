@@ -13,6 +13,7 @@ from keras.utils import PyDataset
 
 from kerasgen import _checks, batching, labels as labels_mod, seeding
 from kerasgen import augment as augment_mod
+from kerasgen import samplers as samplers_mod
 
 AUTO = "auto"
 
@@ -72,8 +73,13 @@ class Generator(PyDataset):
         batch_augment: None, a Keras preprocessing layer (RandomFlip, RandAugment,
             MixUp, CutMix...), a callable `fn(x, y, rng) -> (x, y)`, or a list of them,
             applied to each assembled batch with draws from (seed, epoch, batch index).
-        sampler: None, or an object with `plan(labels, seed, epoch) -> indices` that
-            chooses the samples of each epoch.
+        sampler: None, a `kg.samplers` sampler (RandomOverSampler, RandomUnderSampler,
+            BalancedBatchSampler, SMOTE), an imbalanced-learn sampler (anything with
+            `fit_resample` and `sample_indices_`), or an object with
+            `plan(labels, seed, epoch) -> indices`. It chooses the samples of each epoch,
+            anew from (seed, epoch); len(gen) follows the plan.
+        features: for SMOTE, the feature space of the neighbour search (n, ...) (the
+            data itself for arrays; small thumbnails for images by default).
         drop_remainder: drop the last partial batch.
         sample_weight: optional per-sample weights, returned as the batch's third element.
         mask_format: for label_mode="mask": "ids" ((n, h, w) int32 class ids) or
@@ -86,8 +92,8 @@ class Generator(PyDataset):
     def __init__(self, num_samples, labels=None, *, batch_size=32, shuffle=True, seed=None,
                  label_mode=AUTO, num_classes=None, class_names=None, dtype="float32",
                  augment=None, batch_augment=None, sampler=None, drop_remainder=False,
-                 sample_weight=None, mask_format="ids", workers=1, use_multiprocessing=False,
-                 max_queue_size=10):
+                 sample_weight=None, mask_format="ids", features=None, workers=1,
+                 use_multiprocessing=False, max_queue_size=10):
         super().__init__(
             workers=_checks.positive_int("workers", workers),
             use_multiprocessing=bool(use_multiprocessing),
@@ -112,10 +118,9 @@ class Generator(PyDataset):
                 "(use_multiprocessing=False) or put the layers in the model."
             )
         self.mask_format = _checks.one_of("mask_format", mask_format, labels_mod.MASK_FORMATS)
-        if sampler is not None and not callable(getattr(sampler, "plan", None)):
-            _checks.fail("sampler", "None or an object with a plan(labels, seed, epoch) "
-                         "method", sampler, TypeError)
         self.sampler = sampler
+        self._sampler = samplers_mod.as_sampler(sampler)
+        self._features = features
         if label_mode == AUTO:
             label_mode = "categorical" if labels is not None else None
         _checks.one_of("label_mode", label_mode, labels_mod.LABEL_MODES)
@@ -189,7 +194,7 @@ class Generator(PyDataset):
         return self._targets.num_classes
 
     def __len__(self):
-        n = len(self.epoch_plan()) if self.sampler is not None else self.num_samples
+        n = len(self.epoch_plan()) if self._sampler is not None else self.num_samples
         if self.drop_remainder:
             return n // self.batch_size
         return math.ceil(n / self.batch_size)
@@ -206,8 +211,16 @@ class Generator(PyDataset):
         cached = self._plan_cache
         if cached is not None and cached[0] == epoch:
             return cached[1]
-        if self.sampler is not None:
-            plan = np.asarray(self.sampler.plan(self.labels, self.seed, epoch), dtype="int64")
+        if self._sampler is not None:
+            plan = self._sampler(self.labels, self.seed, epoch, batch_size=self.batch_size,
+                                 class_names=self.class_names,
+                                 features=self.sampler_features)
+            if not isinstance(plan, samplers_mod.Plan):
+                plan = np.asarray(plan, dtype="int64")
+            if len(plan) and (plan.indices if isinstance(plan, samplers_mod.Plan)
+                              else plan).max() >= self.num_samples:
+                raise ValueError(f"The sampler's plan names sample indices beyond the "
+                                 f"{self.num_samples} samples of this generator.")
         elif self.shuffle:
             plan = seeding.rng(self.seed, seeding.ORDER, epoch).permutation(self.num_samples)
         else:
@@ -252,9 +265,16 @@ class Generator(PyDataset):
             raise IndexError(f"Batch index out of range: {index} for a generator of "
                              f"{n_batches} batches.")
         start = index * self.batch_size
-        indices = self.epoch_plan()[start:start + self.batch_size]
+        plan = self.epoch_plan()
+        if isinstance(plan, samplers_mod.Plan):
+            indices, partners, lams = plan.batch(start, start + self.batch_size)
+        else:
+            indices, partners, lams = plan[start:start + self.batch_size], None, None
         positions = np.arange(start, start + len(indices))
-        x, y = self.load_batch(indices, positions)
+        if partners is None:
+            x, y = self.load_batch(indices, positions)
+        else:
+            x, y = self.load_batch(indices, positions, partners, lams)
         if self.label_mode == "mask":
             if y is None:
                 raise ValueError(f"label_mode='mask' needs masks, but {type(self).__name__} "
@@ -279,16 +299,21 @@ class Generator(PyDataset):
             return x, y, self.sample_weight[indices]
         return x, y
 
-    def load_batch(self, indices, positions):
+    def load_batch(self, indices, positions, partners=None, lams=None):
         """Loads, augments and assembles the samples `indices` into (x, y or None).
 
         `positions` are the samples' places in the epoch; with the epoch and the seed
-        they key each sample's augmentation draws.
+        they key each sample's augmentation draws. Where `partners[k] >= 0` the sample is
+        synthetic: x_i + lams[k] * (x_partner - x_i), made before augmentation.
         """
         xs, ys = [], []
-        for index, position in zip(indices, positions):
+        for k, (index, position) in enumerate(zip(indices, positions)):
             sample = self.load_sample(int(index))
             x, y = sample if isinstance(sample, tuple) else (sample, None)
+            if partners is not None and partners[k] >= 0:
+                other = self.load_sample(int(partners[k]))
+                other = other[0] if isinstance(other, tuple) else other
+                x = batching.blend(x, other, lams[k])
             if self.label_mode == "mask":
                 x, y = self.augment_sample(x, position, mask=y)
             else:
@@ -304,6 +329,26 @@ class Generator(PyDataset):
         for k, (sample, index) in enumerate(zip(samples, indices)):
             batching.write(batch, k, sample, self.describe_sample(int(index)))
         return batch
+
+    @property
+    def sampler_features(self):
+        """The feature space SMOTE searches for neighbours: `features=` when given."""
+        return self._features
+
+    def class_counts(self):
+        """{"before": {class: count}, "after": {class: count in this epoch's plan}}."""
+        if self.labels is None:
+            raise ValueError("class_counts() needs one class label per sample.")
+        plan = self.epoch_plan()
+        after = plan.indices if isinstance(plan, samplers_mod.Plan) else plan
+        names = self.class_names
+
+        def named(ids):
+            counts = np.bincount(self.labels[ids], minlength=self.num_classes or 0)
+            return {(names[c] if names and c < len(names) else c): int(n)
+                    for c, n in enumerate(counts)}
+
+        return {"before": named(np.arange(self.num_samples)), "after": named(after)}
 
     def augment_sample(self, x, position, mask=None):
         """Returns (x, mask) augmented with draws from (seed, epoch, position)."""

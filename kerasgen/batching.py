@@ -45,3 +45,15 @@ def convert_into(out, batch, rescale=None):
     else:
         out[...] = batch
     return out
+
+
+def blend(x, other, lam):
+    """x + lam * (other - x) in float32, cast back to x's dtype (rounded for integers)."""
+    if isinstance(x, dict):
+        return {k: blend(v, other[k], lam) for k, v in x.items()}
+    x = np.asarray(x)
+    mixed = x.astype(np.float32) + np.float32(lam) * (np.asarray(other, np.float32)
+                                                      - x.astype(np.float32))
+    if np.issubdtype(x.dtype, np.integer):
+        mixed = np.rint(mixed)
+    return mixed.astype(x.dtype)

@@ -8,7 +8,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from kerasgen import _checks, batching, images, seeding, sources
+from kerasgen import _checks, batching, images, samplers, seeding, sources
 from kerasgen import cache as cache_mod
 from kerasgen.base import Generator
 from kerasgen.progress import progress
@@ -77,15 +77,30 @@ class ArrayGenerator(Generator):
             x = self.x[index]
         return x if self.masks is None else (x, self.masks[index])
 
-    def load_batch(self, indices, positions):
+    @property
+    def sampler_features(self):
+        if self._features is not None or isinstance(self.x, dict):
+            return self._features
+        return self.x
+
+    def load_batch(self, indices, positions, partners=None, lams=None):
         if self.augment is not None:
-            return super().load_batch(indices, positions)
+            return super().load_batch(indices, positions, partners, lams)
         if isinstance(self.x, dict):
-            x = {k: np.take(v, indices, axis=0) for k, v in self.x.items()}
+            x = {k: self._take(v, indices, partners, lams) for k, v in self.x.items()}
         else:
-            x = np.take(self.x, indices, axis=0)
+            x = self._take(self.x, indices, partners, lams)
         masks = None if self.masks is None else np.take(self.masks, indices, axis=0)
         return self.finish_x(x), masks
+
+    @staticmethod
+    def _take(array, indices, partners, lams):
+        rows = np.take(array, indices, axis=0)
+        if partners is None:
+            return rows
+        synthetic = partners >= 0
+        return samplers.blend_rows(rows, np.take(array, partners[synthetic], axis=0),
+                                   lams[synthetic], synthetic)
 
 
 class _ImageFileGenerator(Generator):
@@ -153,10 +168,14 @@ class _ImageFileGenerator(Generator):
         self._load_into(int(index), out)
         return out
 
-    def load_batch(self, indices, positions):
+    def load_batch(self, indices, positions, partners=None, lams=None):
         height, width = self.image_size
+        synthetic = None if partners is None else np.flatnonzero(partners >= 0)
+        if synthetic is not None:  # decode the partners too, after the batch's own rows
+            n = len(indices)
+            indices = np.concatenate([indices, partners[synthetic]])
         shape = (len(indices), height, width, images.COLOR_MODES[self.color_mode])
-        direct = self.augment is None  # decode threads also convert to dtype
+        direct = self.augment is None and synthetic is None  # threads convert to dtype
         out = np.empty(shape, dtype=self.dtype if direct and self.dtype else np.uint8)
         masks = None if self.mask_paths is None else np.empty(shape[:3], np.uint16)
         threads = min(self._threads(), len(indices))
@@ -171,6 +190,11 @@ class _ImageFileGenerator(Generator):
                 future.result()
         if direct:
             return out, masks
+        if synthetic is not None:  # blend the decoded images; masks stay those of x_i
+            rows = np.zeros(n, bool)
+            rows[synthetic] = True
+            out = samplers.blend_rows(out[:n], out[n:], lams[synthetic], rows)
+            masks = None if masks is None else masks[:n]
         pairs = [self.augment_sample(out[k], p, None if masks is None else masks[k])
                  for k, p in enumerate(positions)]
         out = self.assemble([x for x, _ in pairs], indices)
@@ -259,6 +283,15 @@ class _ImageFileGenerator(Generator):
             warnings.warn(f"Skipping an undecodable image, replaced by another sample of "
                           f"its class: {error} `gen.skipped` lists every skipped file; "
                           "`gen.validate()` finds them all up front.", stacklevel=2)
+
+    @property
+    def sampler_features(self):
+        """`features=` when given, else 8x8 RGB thumbnails, made once per needed sample."""
+        if self._features is not None:
+            return self._features
+        if getattr(self, "_thumbnails", None) is None:
+            self._thumbnails = _Thumbnails(self)
+        return self._thumbnails
 
     def validate(self):
         """Decodes every file once (in parallel, with progress); returns the bad paths."""
@@ -480,3 +513,27 @@ def _missing_or(value):
     if isinstance(value, float) and np.isnan(value):
         return None
     return value
+
+
+class _Thumbnails:
+    """Lazily decoded 8x8 RGB thumbnails, the default SMOTE feature space for images.
+    Indexing with an array decodes the samples not seen yet (in parallel, with a
+    progress bar for slow cases) and keeps them."""
+
+    size = (8, 8)
+
+    def __init__(self, gen):
+        self.gen = gen
+        self.table = {}
+
+    def __getitem__(self, indices):
+        indices = np.atleast_1d(np.asarray(indices))
+        todo = [int(i) for i in np.unique(indices) if int(i) not in self.table]
+
+        def thumb(i):
+            return i, images.load(self.gen.file_paths[i], self.size, "rgb")
+
+        for i, image in progress(self.gen._pool().map(thumb, todo), "Making thumbnails",
+                                 len(todo), self.gen.verbose):
+            self.table[i] = image.astype(np.float32)
+        return np.stack([self.table[int(i)] for i in indices])

@@ -73,3 +73,23 @@ def show_batch(gen, n=16, path="preview.png", batch_index=0, columns=None):
     figure.savefig(path, dpi=100)
     plt.close(figure)
     return path
+
+
+def plot_class_distribution(gen, path="class_distribution.png"):
+    """Writes a bar chart of the class counts before and after the generator's sampler
+    (this epoch's plan). Returns `path`."""
+    plt = _pyplot()
+    counts = gen.class_counts()
+    names = [str(name) for name in counts["before"]]
+    positions = np.arange(len(names))
+    figure, axis = plt.subplots(figsize=(max(4, 0.6 * len(names) + 2), 3.2))
+    axis.bar(positions - 0.2, list(counts["before"].values()), width=0.4, label="before")
+    axis.bar(positions + 0.2, list(counts["after"].values()), width=0.4,
+             label=f"after ({type(gen.sampler).__name__ if gen.sampler else 'no sampler'})")
+    axis.set_xticks(positions, names, rotation=45 if len(names) > 8 else 0)
+    axis.set_ylabel("samples per epoch")
+    axis.legend()
+    figure.tight_layout()
+    figure.savefig(path, dpi=100)
+    plt.close(figure)
+    return path

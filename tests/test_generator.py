@@ -97,7 +97,7 @@ def test_custom_sample_with_its_own_target_and_shape_check():
     (lambda: kg.ArrayGenerator(np.zeros((4, 2)), augment="flip"), TypeError,
      "`augment` must be None, an albumentations transform or a callable"),
     (lambda: kg.ArrayGenerator(np.zeros((4, 2)), sampler=object()), TypeError,
-     "`sampler` must be None or an object with a plan"),
+     "`sampler` must be None, a kg.samplers sampler"),
     (lambda: kg.ArrayGenerator(np.zeros((4, 2)), sample_weight=np.ones(3)), ValueError,
      r"`sample_weight` must have shape \(4,\)"),
     (lambda: kg.Generator(num_samples=3, labels=[0, 1]), ValueError,

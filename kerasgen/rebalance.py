@@ -1,0 +1,44 @@
+"""Standalone rebalancing of arrays, and class weights for `fit(class_weight=...)`."""
+
+import numpy as np
+
+from kerasgen import _checks, samplers
+
+METHODS = {
+    "smote": samplers.SMOTE,
+    "oversample": samplers.RandomOverSampler,
+    "undersample": samplers.RandomUnderSampler,
+}
+
+
+def rebalance(x, y, method="smote", sampling_strategy="auto", k_neighbors=5, seed=0):
+    """Returns (x_res, y_res): arrays resampled by `method`.
+
+    method: "smote" (synthetic samples on segments between same-class neighbours),
+    "oversample" (random repeats) or "undersample" (random subset). x may have any rank
+    (tabular rows, images (n, h, w, c), sequences); y holds one class id per sample.
+    sampling_strategy as in imbalanced-learn. The result is shuffled from `seed`.
+    """
+    _checks.one_of("method", method, tuple(METHODS))
+    if method == "smote":
+        sampler = samplers.SMOTE(k_neighbors, sampling_strategy, seed)
+    else:
+        sampler = METHODS[method](sampling_strategy, seed)
+    return sampler.fit_resample(x, y)
+
+
+def class_weights(y):
+    """{class id: weight} with scikit-learn's "balanced" formula,
+    n_samples / (n_classes * count), for the classes present in `y`.
+
+    `y` holds class ids (or one-hot rows, which are turned into ids).
+    """
+    y = np.asarray(y)
+    if y.ndim == 2 and y.shape[1] > 1:
+        y = y.argmax(axis=1)
+    y = y.reshape(-1)
+    if y.size == 0:
+        raise ValueError("`y` must hold at least one label. Received: an empty array.")
+    counts = samplers.class_counts(y)
+    n, k = y.size, len(counts)
+    return {c: n / (k * count) for c, count in counts.items()}

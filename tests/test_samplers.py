@@ -1,0 +1,235 @@
+"""Class-imbalance samplers: strategies, plans, SMOTE geometry, generators, rebalance."""
+
+import numpy as np
+import pytest
+
+import kerasgen as kg
+from kerasgen import samplers
+
+from .conftest import write_image
+
+LABELS = np.array([0] * 50 + [1] * 20 + [2] * 5)
+
+
+def data(seed=0, labels=LABELS, dims=3):
+    rng = np.random.default_rng(seed)
+    x = rng.normal(size=(len(labels), dims)) + labels[:, None] * 3.0
+    return x.astype("float32"), labels
+
+
+@pytest.mark.parametrize("strategy", ["auto", "minority", "not minority", "not majority",
+                                      "all", {1: 30, 2: 40}])
+def test_over_sampling_counts_match_imbalanced_learn(strategy):
+    from imblearn.utils import check_sampling_strategy
+
+    expected = check_sampling_strategy(strategy, LABELS, "over-sampling")
+    got = samplers.target_counts(LABELS, strategy, "over")
+    counts = samplers.class_counts(LABELS)
+    assert {c: got[c] - counts[c] for c in got if got[c] != counts[c]} == {
+        c: n for c, n in expected.items() if n}
+
+
+@pytest.mark.parametrize("strategy", ["auto", "majority", "not minority", "not majority",
+                                      "all", {0: 10, 1: 7}])
+def test_under_sampling_counts_match_imbalanced_learn(strategy):
+    from imblearn.utils import check_sampling_strategy
+
+    expected = check_sampling_strategy(strategy, LABELS, "under-sampling")
+    got = samplers.target_counts(LABELS, strategy, "under")
+    assert {c: got[c] for c in expected} == dict(expected)
+
+
+def test_float_ratio_and_names():
+    two = np.array([0] * 40 + [1] * 10)
+    assert samplers.target_counts(two, 0.5, "over") == {0: 40, 1: 20}
+    assert samplers.target_counts(two, 0.5, "under") == {0: 20, 1: 10}
+    assert samplers.target_counts(LABELS, {"fox": 9}, "over",
+                                  class_names=["cat", "dog", "fox"])[2] == 9
+
+
+@pytest.mark.parametrize("labels,strategy,kind,match", [
+    (LABELS, 0.5, "over", "two classes only"),
+    (LABELS, {2: 3}, "over", "only adds samples"),
+    (LABELS, {0: 60}, "under", "only removes samples"),
+    (LABELS, {"owl": 3}, "over", "names class 'owl'"),
+    (LABELS, "most", "over", "`sampling_strategy` must be one of"),
+    (np.zeros(5, int), "auto", "over", "at least two classes"),
+    (np.array([0] * 40 + [1] * 10), 0.1, "over", "would remove samples"),
+])
+def test_strategy_errors(labels, strategy, kind, match):
+    with pytest.raises(ValueError, match=match):
+        samplers.target_counts(labels, strategy, kind)
+
+
+@pytest.mark.parametrize("sampler,expected", [
+    (kg.samplers.RandomOverSampler(), {0: 50, 1: 50, 2: 50}),
+    (kg.samplers.RandomUnderSampler(), {0: 5, 1: 5, 2: 5}),
+    (kg.samplers.RandomOverSampler(sampling_strategy={"fox": 25}), {0: 50, 1: 20, 2: 25}),
+    (kg.samplers.SMOTE(k_neighbors=3), {0: 50, 1: 50, 2: 50}),
+])
+def test_samplers_inside_a_generator(sampler, expected):
+    x, y = data()
+    gen = kg.ArrayGenerator(x, np.array(["cat", "dog", "fox"])[y], sampler=sampler,
+                            batch_size=16, seed=4, label_mode="int")
+    assert len(gen) == int(np.ceil(sum(expected.values()) / 16))
+    counts = gen.class_counts()
+    assert counts["before"] == {"cat": 50, "dog": 20, "fox": 5}
+    assert list(counts["after"].values()) == list(expected.values())
+    seen = np.concatenate([gen[i][1] for i in range(len(gen))])
+    assert np.bincount(seen).tolist() == list(expected.values())
+    first = [gen[i][0] for i in range(len(gen))]
+    again = kg.ArrayGenerator(x, np.array(["cat", "dog", "fox"])[y], sampler=sampler,
+                              batch_size=16, seed=4, label_mode="int")
+    np.testing.assert_array_equal(np.concatenate(first),
+                                  np.concatenate([again[i][0] for i in range(len(gen))]))
+    gen.on_epoch_end()
+    assert not np.array_equal(np.concatenate(first),
+                              np.concatenate([gen[i][0] for i in range(len(gen))]))
+
+
+def test_oversampling_keeps_every_original():
+    x, y = data()
+    plan = kg.samplers.RandomOverSampler().plan(y, 0, 0)
+    assert set(range(len(y))) <= set(plan.tolist())
+
+
+def test_balanced_batches():
+    x, y = data()
+    gen = kg.ArrayGenerator(x, y, sampler=kg.samplers.BalancedBatchSampler(), batch_size=7,
+                            seed=0, label_mode="int")
+    assert len(gen) == 25  # 50 majority samples, 2 per batch (7 // 3, +1 for one class)
+    for i in range(len(gen)):
+        counts = np.bincount(gen[i][1], minlength=3)
+        assert counts.sum() == 7 and counts.max() - counts.min() <= 1
+    plan = gen.epoch_plan()
+    majority = plan[np.isin(plan, np.flatnonzero(y == 0))]
+    assert len(set(majority.tolist())) == 50  # the majority class seen once
+    fixed = kg.ArrayGenerator(x, y, sampler=kg.samplers.BalancedBatchSampler(n_batches=4),
+                              batch_size=9, label_mode="int")
+    assert len(fixed) == 4 and all(np.bincount(fixed[i][1]).tolist() == [3, 3, 3]
+                                   for i in range(4))
+    with pytest.raises(ValueError, match="at least the number of classes"):
+        kg.ArrayGenerator(x, y, sampler=kg.samplers.BalancedBatchSampler(), batch_size=2,
+                          label_mode="int")
+
+
+def brute_force_neighbours(x, members, i, k):
+    distances = np.linalg.norm(x[members] - x[i], axis=1)
+    order = [m for m in members[np.argsort(distances, kind="stable")] if m != i]
+    return set(order[:k]), distances
+
+
+def test_every_synthetic_sample_lies_between_neighbours():
+    x, y = data(dims=5)
+    gen = kg.ArrayGenerator(x, y, sampler=kg.samplers.SMOTE(k_neighbors=4), batch_size=32,
+                            seed=2, label_mode="int", shuffle=False)
+    plan = gen.epoch_plan()
+    indices, partners, lams = plan.batch(0, len(plan))
+    synthetic = np.flatnonzero(partners >= 0)
+    assert len(synthetic) == 30 + 45
+    batches = np.concatenate([gen[i][0] for i in range(len(gen))])
+    for r in synthetic:
+        i, j, lam = indices[r], partners[r], lams[r]
+        members = np.flatnonzero(y == y[i])
+        near, _ = brute_force_neighbours(x, members, i, 4)
+        assert j in near and y[j] == y[i] and 0 <= lam < 1
+        np.testing.assert_allclose(batches[r], x[i] + lam * (x[j] - x[i]), rtol=1e-5,
+                                   atol=1e-5)
+    originals = np.flatnonzero(partners < 0)
+    np.testing.assert_array_equal(batches[originals], x[indices[originals]])
+
+
+def test_smote_small_classes():
+    x, y = data(labels=np.array([0] * 20 + [1] * 3))
+    with pytest.warns(UserWarning, match="fewer than k_neighbors \\+ 1 = 6; SMOTE uses k=2"):
+        gen = kg.ArrayGenerator(x, y, sampler=kg.samplers.SMOTE(), label_mode="int")
+    assert gen.class_counts()["after"] == {"0": 20, "1": 20}
+    x1, y1 = data(labels=np.array([0] * 20 + [1]))
+    with pytest.raises(ValueError, match="has 1 sample; it needs at least two"):
+        kg.ArrayGenerator(x1, y1, sampler=kg.samplers.SMOTE(), label_mode="int")
+    with pytest.raises(ValueError, match="at least two classes"):
+        kg.ArrayGenerator(x1, np.zeros(21, int), sampler=kg.samplers.SMOTE(),
+                          label_mode="int")
+
+
+@pytest.mark.parametrize("workers", [dict(workers=2), dict(workers=2, use_multiprocessing=True)])
+def test_smote_batches_identical_through_predict_with_workers(workers):
+    import keras
+
+    x, y = data(dims=4)
+
+    def make(**kw):
+        return kg.ArrayGenerator(x, y, sampler=kg.samplers.SMOTE(k_neighbors=3), seed=8,
+                                 batch_size=10, label_mode=None, **kw)
+
+    identity = keras.Sequential([keras.Input((4,)), keras.layers.Identity()])
+    reference = np.concatenate([make()[i][0] for i in range(len(make()))])
+    np.testing.assert_allclose(identity.predict(make(**workers), verbose=0), reference,
+                               rtol=1e-6)
+
+
+def test_imbalanced_learn_samplers_are_accepted():
+    from imblearn.over_sampling import SMOTE as ImblearnSMOTE
+    from imblearn.under_sampling import RandomUnderSampler
+
+    x, y = data()
+    gen = kg.ArrayGenerator(x, y, sampler=RandomUnderSampler(), batch_size=5, seed=1,
+                            label_mode="int")
+    assert gen.class_counts()["after"] == {"0": 5, "1": 5, "2": 5}
+    first = gen.epoch_plan().copy()
+    gen.on_epoch_end()
+    assert set(gen.epoch_plan().tolist()) != set(first.tolist())
+    x2, y2 = data(labels=np.array([0] * 30 + [1] * 10))
+    with pytest.raises(TypeError, match="has no `sample_indices_`"):  # before training
+        kg.ArrayGenerator(x2, y2, sampler=ImblearnSMOTE(), label_mode="int")
+
+
+def test_rebalance_and_fit_resample_on_images():
+    rng = np.random.default_rng(0)
+    x = rng.integers(0, 256, (30, 6, 6, 3), dtype=np.uint8)
+    y = np.array([0] * 24 + [1] * 6)
+    for method, expected in [("smote", [24, 24]), ("oversample", [24, 24]),
+                             ("undersample", [6, 6])]:
+        xr, yr = kg.rebalance(x, y, method=method, seed=1)
+        assert xr.shape[1:] == (6, 6, 3) and xr.dtype == np.uint8
+        assert np.bincount(yr).tolist() == expected
+    xr2, yr2 = kg.samplers.SMOTE(seed=1).fit_resample(x, y)
+    np.testing.assert_array_equal(xr2, kg.rebalance(x, y, seed=1)[0])
+    sampler = kg.samplers.RandomUnderSampler(seed=3)
+    xu, yu = sampler.fit_resample(x, y)
+    np.testing.assert_array_equal(xu, x[sampler.sample_indices_])
+    assert sampler.sampling_strategy_ == {0: 6, 1: 6}
+    assert "SMOTE(k_neighbors=5, sampling_strategy='auto', seed=1)" == repr(
+        kg.samplers.SMOTE(seed=1))
+    with pytest.raises(ValueError, match="`method` must be one of"):
+        kg.rebalance(x, y, method="adasyn")
+
+
+def test_class_weights_match_scikit_learn():
+    from sklearn.utils.class_weight import compute_class_weight
+
+    weights = kg.class_weights(LABELS)
+    expected = compute_class_weight("balanced", classes=np.unique(LABELS), y=LABELS)
+    assert np.allclose([weights[c] for c in range(3)], expected)
+    assert kg.class_weights(np.eye(3)[LABELS]) == weights
+
+
+def test_smote_on_images_uses_thumbnails_or_features(image_folder):
+    for i in range(5, 9):
+        write_image(str(image_folder / "dog" / f"extra{i}.png"), seed=i)
+    for kw in [{}, {"features": np.arange(16, dtype="float32")[:, None]}]:
+        gen = kg.ImageFolderGenerator(image_folder, image_size=(6, 6), batch_size=8,
+                                      sampler=kg.samplers.SMOTE(k_neighbors=2), seed=0,
+                                      label_mode="int", **kw)
+        assert gen.class_counts()["after"] == {"cat": 7, "dog": 7, "fox": 7}
+        x, y = gen[0]
+        assert x.shape[1:] == (6, 6, 3) and np.isfinite(x).all()
+
+
+def test_plot_class_distribution(tmp_path):
+    import cv2
+
+    x, y = data()
+    gen = kg.ArrayGenerator(x, y, sampler=kg.samplers.RandomOverSampler(), label_mode="int")
+    path = kg.viz.plot_class_distribution(gen, path=str(tmp_path / "dist.png"))
+    assert cv2.imread(path) is not None
