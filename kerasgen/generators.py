@@ -132,7 +132,6 @@ class _ImageFileGenerator(Generator):
         self._executor = None
         self.cache = cache
         self._cache = self._make_cache(cache)
-        images.tune_malloc()
 
     def _make_cache(self, cache):
         shape = self.image_size + (images.COLOR_MODES[self.color_mode],)

@@ -48,6 +48,8 @@ _REDUCED = {
     "grayscale": {2: cv2.IMREAD_REDUCED_GRAYSCALE_2, 4: cv2.IMREAD_REDUCED_GRAYSCALE_4,
                   8: cv2.IMREAD_REDUCED_GRAYSCALE_8},
 }
+# OpenCV >= 4.11 decodes straight to RGB (libjpeg-turbo does the channel order for free)
+_IMREAD_RGB = getattr(cv2, "IMREAD_COLOR_RGB", cv2.IMREAD_COLOR)
 _SOF_MARKERS = frozenset(range(0xC0, 0xD0)) - {0xC4, 0xC8, 0xCC}
 
 
@@ -105,7 +107,7 @@ def decode(path, color_mode="rgb", target_size=None):
         if r > 1:
             flag = _REDUCED[color_mode][r]
     if flag is None:
-        flag = {"grayscale": cv2.IMREAD_GRAYSCALE, "rgb": cv2.IMREAD_COLOR,
+        flag = {"grayscale": cv2.IMREAD_GRAYSCALE, "rgb": _IMREAD_RGB,
                 "rgba": cv2.IMREAD_UNCHANGED}[color_mode]
     image = cv2.imdecode(data, flag)
     if image is not None and color_mode == "rgba" and (image.ndim == 2 or image.shape[2] != 4):
@@ -119,7 +121,8 @@ def decode(path, color_mode="rgb", target_size=None):
     if color_mode == "grayscale":
         return image if image.ndim == 3 else image[:, :, None]
     if color_mode == "rgb":
-        return cv2.cvtColor(image, cv2.COLOR_BGR2RGB)
+        rgb = flag == _IMREAD_RGB and _IMREAD_RGB != cv2.IMREAD_COLOR
+        return image if rgb else cv2.cvtColor(image, cv2.COLOR_BGR2RGB)
     if image.shape[2] == 4:
         return cv2.cvtColor(image, cv2.COLOR_BGRA2RGBA)
     return cv2.cvtColor(image, cv2.COLOR_BGR2RGBA)
@@ -170,27 +173,28 @@ def load_mask(path, image_size, out=None):
     return out
 
 
-_MALLOC_TUNED = None
+_MALLOC_TUNED = False
 
 
-def tune_malloc():
-    """Raises glibc's mmap and trim thresholds (16 MiB and 512 MiB), once per process.
+def tune_malloc(mmap_threshold=16 << 20, trim_threshold=512 << 20):
+    """Opt-in: raises glibc's mmap and trim thresholds for the whole process (Linux,
+    glibc). Returns whether they were set.
 
-    Under glibc's defaults every full-size decode maps and unmaps fresh pages, costing
-    hundreds of page faults per image (1.5-2x slower decoding). Raising both thresholds
-    together lets freed decode buffers be reused. It affects the whole process; set the
-    environment variable KERASGEN_MALLOPT=0 before the first image generator is built to
-    keep glibc's defaults. Returns whether the thresholds were set.
+    Not applied by default. On some machines full-size decodes page-fault hundreds of
+    times per image under glibc's defaults and this removes it; on the benchmark machine
+    it gained nothing for decoding (1.00x) and made float32 batches of 224x224x3 slower
+    (0.81x): a fixed mmap threshold below the batch size turns off glibc's own adaptive
+    threshold, so every batch gets fresh pages. Measure with benchmarks/images.py before
+    using it; keep `mmap_threshold` above your batch's size in bytes.
     """
     global _MALLOC_TUNED
-    if _MALLOC_TUNED is None:
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+        m_trim_threshold, m_mmap_threshold = -1, -3
+        _MALLOC_TUNED = bool(libc.mallopt(m_mmap_threshold, int(mmap_threshold))
+                             and libc.mallopt(m_trim_threshold, int(trim_threshold)))
+    except (OSError, AttributeError):  # not glibc (musl, macOS...)
         _MALLOC_TUNED = False
-        if os.environ.get("KERASGEN_MALLOPT", "1") != "0" and sys.platform.startswith("linux"):
-            try:
-                libc = ctypes.CDLL("libc.so.6")
-                m_trim_threshold, m_mmap_threshold = -1, -3
-                _MALLOC_TUNED = bool(libc.mallopt(m_mmap_threshold, 16 << 20)
-                                     and libc.mallopt(m_trim_threshold, 512 << 20))
-            except (OSError, AttributeError):  # not glibc (musl, macOS...)
-                _MALLOC_TUNED = False
     return _MALLOC_TUNED
