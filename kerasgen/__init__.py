@@ -5,7 +5,7 @@ reproducible from one seed, label modes and batches that are identical with any 
 of workers.
 """
 
-from kerasgen import augment, gpu, samplers, viz
+from kerasgen import augment, callbacks, gpu, samplers, viz
 from kerasgen.base import Generator
 from kerasgen.generators import ArrayGenerator, CSVGenerator, ImageFolderGenerator
 from kerasgen.rebalance import class_weights, rebalance
@@ -18,6 +18,7 @@ __all__ = [
     "Generator",
     "ImageFolderGenerator",
     "augment",
+    "callbacks",
     "class_weights",
     "gpu",
     "rebalance",

@@ -5,8 +5,10 @@ A subclass says how many samples there are, their labels, and how to load sample
 assembly, workers, state) lives here.
 """
 
+import copy
 import math
 import sys
+import weakref
 
 import numpy as np
 from keras.utils import PyDataset
@@ -16,6 +18,12 @@ from kerasgen import augment as augment_mod
 from kerasgen import samplers as samplers_mod
 
 AUTO = "auto"
+_last_begun = None  # weak reference to the generator whose epoch Keras began last
+
+
+def last_begun():
+    """The kerasgen generator whose epoch Keras began most recently (or None)."""
+    return _last_begun() if _last_begun is not None else None
 
 
 def _called_from_keras_reset():
@@ -73,6 +81,8 @@ class Generator(PyDataset):
         batch_augment: None, a Keras preprocessing layer (RandomFlip, RandAugment,
             MixUp, CutMix...), a callable `fn(x, y, rng) -> (x, y)`, or a list of them,
             applied to each assembled batch with draws from (seed, epoch, batch index).
+        num_shards, shard_index: read only shard `shard_index` of `num_shards` (see
+            `shard`).
         sampler: None, a `kg.samplers` sampler (RandomOverSampler, RandomUnderSampler,
             BalancedBatchSampler, SMOTE), an imbalanced-learn sampler (anything with
             `fit_resample` and `sample_indices_`), or an object with
@@ -92,8 +102,8 @@ class Generator(PyDataset):
     def __init__(self, num_samples, labels=None, *, batch_size=32, shuffle=True, seed=None,
                  label_mode=AUTO, num_classes=None, class_names=None, dtype="float32",
                  augment=None, batch_augment=None, sampler=None, drop_remainder=False,
-                 sample_weight=None, mask_format="ids", features=None, workers=1,
-                 use_multiprocessing=False, max_queue_size=10):
+                 sample_weight=None, mask_format="ids", features=None, num_shards=None,
+                 shard_index=None, workers=1, use_multiprocessing=False, max_queue_size=10):
         super().__init__(
             workers=_checks.positive_int("workers", workers),
             use_multiprocessing=bool(use_multiprocessing),
@@ -156,6 +166,13 @@ class Generator(PyDataset):
         self._epoch = 0
         self._epoch_open = False
         self._plan_cache = None
+        self._offset = 0  # batches of the current epoch skipped on a mid-epoch resume
+        self._shard = None
+        if (num_shards is None) != (shard_index is None):
+            raise ValueError("`num_shards` and `shard_index` go together. Received: "
+                             f"num_shards={num_shards!r}, shard_index={shard_index!r}.")
+        if num_shards is not None:
+            self._shard = self.shard(num_shards, shard_index)._shard
         if len(self) == 0:
             raise ValueError(
                 f"The generator would yield no batch: {self.num_samples} samples, "
@@ -193,11 +210,72 @@ class Generator(PyDataset):
     def num_classes(self):
         return self._targets.num_classes
 
-    def __len__(self):
+    def _epoch_batches(self):
+        """Batches in the whole epoch's plan, before sharding and resuming."""
         n = len(self.epoch_plan()) if self._sampler is not None else self.num_samples
         if self.drop_remainder:
             return n // self.batch_size
         return math.ceil(n / self.batch_size)
+
+    def __len__(self):
+        total = self._epoch_batches()
+        if self._shard is not None:
+            num_shards, index, remainder = self._shard
+            total = (math.ceil(total / num_shards) if remainder == "pad"
+                     else total // num_shards)
+        return max(0, total - self._offset)
+
+    def _global_batch(self, index):
+        """The batch of the epoch's plan that local batch `index` reads."""
+        index += self._offset
+        if self._shard is None:
+            return index
+        num_shards, shard_index, _ = self._shard
+        batch = index * num_shards + shard_index
+        total = self._epoch_batches()
+        return batch - total if batch >= total else batch  # padding wraps to the start
+
+    def shard(self, num_shards, index, remainder="pad"):
+        """A view of this generator holding shard `index` of `num_shards`.
+
+        Each epoch the shared plan (from the shared seed) is cut into batches, dealt to
+        the shards in turn: shards are disjoint, reshuffled every epoch, and together
+        hold every batch. All shards get the same number of batches: with
+        remainder="pad" (default) the last round is completed with batches from the
+        epoch's start (at most num_shards - 1 batches seen twice); with "drop" the
+        incomplete last round is left out (different batches each epoch). Samplers run
+        on the whole data set, and each shard reads its share of their plan.
+        """
+        num_shards = _checks.positive_int("num_shards", num_shards)
+        index = _checks.non_negative_int("index", index)
+        if index >= num_shards:
+            _checks.fail("index", f"in [0, num_shards) = [0, {num_shards})", index)
+        _checks.one_of("remainder", remainder, ("pad", "drop"))
+        view = copy.copy(self)
+        view._shard = None if num_shards == 1 else (num_shards, index, remainder)
+        view._plan_cache = None
+        if len(view) == 0 and view._offset == 0:
+            raise ValueError(f"Shard {index} of {num_shards} would hold no batch: the epoch "
+                             f"has {self._epoch_batches()} batches. Use fewer shards or a "
+                             "smaller batch_size.")
+        return view
+
+    def to_tf_dataset(self, epochs=None, num_parallel_calls=None, prefetch=None):
+        """A tf.data.Dataset yielding exactly this generator's batches, epoch after epoch
+        from the current one (`epochs` of them; None: forever, so pass
+        steps_per_epoch=len(gen) to fit). Batches are computed in parallel, in order.
+        Needs TensorFlow."""
+        from kerasgen import tfdata
+
+        return tfdata.to_tf_dataset(self, epochs, num_parallel_calls, prefetch)
+
+    def at_epoch(self, epoch):
+        """A view of this generator serving `epoch` (for parallel readers of other epochs)."""
+        view = copy.copy(self)
+        view._epoch = _checks.non_negative_int("epoch", epoch)
+        view._plan_cache = None
+        view._offset = 0 if epoch != self._epoch else self._offset
+        return view
 
     def __repr__(self):
         return (f"{type(self).__name__}(num_samples={self.num_samples}, "
@@ -229,7 +307,9 @@ class Generator(PyDataset):
         return plan
 
     def on_epoch_begin(self):
+        global _last_begun
         self._epoch_open = True
+        _last_begun = weakref.ref(self)  # found by GeneratorCheckpoint without an argument
 
     def on_epoch_end(self):
         """Advances to the next epoch (new order, new augmentation draws)."""
@@ -237,10 +317,20 @@ class Generator(PyDataset):
             return
         self._epoch_open = False
         self._epoch += 1
+        self._offset = 0
 
-    def get_state(self):
-        """A small JSON-able dict; `set_state` on a fresh generator resumes from it."""
-        return {"epoch": self._epoch, "seed": self.seed, "num_samples": self.num_samples}
+    def get_state(self, batches_done=0):
+        """A small JSON-able dict; `set_state` on a fresh generator resumes from it.
+
+        `batches_done`: batches of the current epoch already consumed (by model.fit, say);
+        the state then resumes mid-epoch, with the batch after them.
+        """
+        position = self._offset + _checks.non_negative_int("batches_done", batches_done)
+        epoch = self._epoch
+        if position and position >= self._offset + len(self):  # the epoch is complete
+            epoch, position = epoch + 1, 0
+        return {"epoch": epoch, "batch": position, "seed": self.seed,
+                "num_samples": self.num_samples}
 
     def set_state(self, state):
         if state.get("num_samples") != self.num_samples:
@@ -253,6 +343,11 @@ class Generator(PyDataset):
         self._epoch = _checks.non_negative_int("state['epoch']", state["epoch"])
         self._epoch_open = False
         self._plan_cache = None
+        self._offset = 0
+        self._offset = _checks.non_negative_int("state['batch']", state.get("batch", 0))
+        if self._offset and len(self) == 0:
+            raise ValueError(f"The state's batch position ({self._offset}) is past the end "
+                             f"of epoch {self._epoch}.")
 
     # ----------------------------------------------------------------- batches
     def __getitem__(self, index):
@@ -264,7 +359,16 @@ class Generator(PyDataset):
         if not 0 <= index < n_batches:
             raise IndexError(f"Batch index out of range: {index} for a generator of "
                              f"{n_batches} batches.")
-        start = index * self.batch_size
+        try:
+            return self._batch(index)
+        except Exception as error:  # name the batch, also when raised in a worker process
+            if hasattr(error, "add_note"):
+                error.add_note(f"kerasgen: while loading batch {index} of epoch "
+                               f"{self._epoch} of {self!r}")
+            raise
+
+    def _batch(self, index):
+        start = self._global_batch(index) * self.batch_size
         plan = self.epoch_plan()
         if isinstance(plan, samplers_mod.Plan):
             indices, partners, lams = plan.batch(start, start + self.batch_size)

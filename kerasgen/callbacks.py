@@ -1,0 +1,78 @@
+"""Keras callbacks: save a generator's position beside the model checkpoint, and resume."""
+
+import json
+import os
+
+import keras
+
+from kerasgen import _checks
+from kerasgen.base import last_begun
+
+
+def _write_json(path, state):
+    folder = os.path.dirname(os.path.abspath(path))
+    os.makedirs(folder, exist_ok=True)
+    temporary = f"{path}.tmp-{os.getpid()}"
+    with open(temporary, "w") as f:
+        json.dump(state, f)
+    os.replace(temporary, path)  # atomic: a crash never leaves half a file
+
+
+class GeneratorCheckpoint(keras.callbacks.Callback):
+    """Saves the training generator's state to `path` (a small JSON file, no pickle) at
+    every epoch's end, and every `every_n_batches` batches when given.
+
+    `restore(generator)` (or `kg.callbacks.restore(generator, path)`) puts a fresh
+    generator where the saved one was: the remaining batches of the interrupted epoch,
+    then the following epochs, are those an uninterrupted run would have produced.
+
+    Mid-epoch positions count batches in order, so train with `fit(..., shuffle=False)`:
+    Keras's default shuffle=True reorders a PyDataset's batches with an unseeded shuffle
+    (the generator's own order is already shuffled from its seed). After a mid-epoch
+    restore, `len(gen)` is the number of batches left in that epoch: run
+    `model.fit(gen, epochs=1)` for it, then fit the remaining epochs.
+
+    Args:
+        path: the JSON file to write (its folder is created).
+        every_n_batches: also save after every n training batches (None: epoch ends only).
+        generator: the training generator; by default the kerasgen generator whose epoch
+            Keras began last (the training data, during training batches).
+    """
+
+    def __init__(self, path, every_n_batches=None, generator=None):
+        super().__init__()
+        self.path = os.fspath(path)
+        self.every_n_batches = (None if every_n_batches is None
+                                else _checks.positive_int("every_n_batches", every_n_batches))
+        self.generator = generator
+
+    def _generator(self):
+        if self.generator is None:
+            self.generator = last_begun()
+        if self.generator is None:
+            raise ValueError("GeneratorCheckpoint found no kerasgen generator in training; "
+                             "pass generator=the training generator.")
+        return self.generator
+
+    def on_train_batch_end(self, batch, logs=None):
+        if self.every_n_batches and (batch + 1) % self.every_n_batches == 0:
+            _write_json(self.path, self._generator().get_state(batches_done=batch + 1))
+
+    def on_epoch_end(self, epoch, logs=None):
+        # Keras ended the generator's epoch before this call: the state is the next one's.
+        _write_json(self.path, self._generator().get_state())
+
+    def restore(self, generator=None):
+        """Restores `generator` (default: the one given at construction) from `path`."""
+        return restore(generator or self._generator(), self.path)
+
+
+def restore(generator, path):
+    """Loads the state saved at `path` into `generator`; returns the state, or None when
+    there is no file yet (a first run)."""
+    if not os.path.exists(path):
+        return None
+    with open(path) as f:
+        state = json.load(f)
+    generator.set_state(state)
+    return state

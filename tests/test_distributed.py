@@ -1,0 +1,251 @@
+"""Beyond one process: tf.data interop, sharding, tf.data service, exact mid-epoch resume,
+worker hygiene."""
+
+import json
+import multiprocessing
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import kerasgen as kg
+
+from .test_contract import ids
+from .test_keras import folder_gen
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def flat(batch):
+    return [np.asarray(v) for v in tf.nest.flatten(batch)]
+
+
+def assert_same_batches(got, expected):
+    assert len(got) == len(expected)
+    for a, b in zip(got, expected):
+        for u, v in zip(flat(a), flat(b)):
+            np.testing.assert_array_equal(u, v)
+
+
+def test_to_tf_dataset_yields_the_generators_batches_epoch_after_epoch(image_folder):
+    rng = np.random.default_rng(0)
+    x = {"a": rng.normal(size=(30, 3)).astype("float32"), "b": np.arange(30.0)[:, None]}
+    gen = kg.ArrayGenerator(x, np.arange(30) % 3, sample_weight=np.linspace(0, 1, 30),
+                            batch_size=7, seed=2, label_mode="categorical",
+                            augment=lambda s, r: {k: v + r.normal() for k, v in s.items()})
+    dataset = gen.to_tf_dataset(epochs=2)
+    got = [tf.nest.map_structure(lambda t: t.numpy(), batch) for batch in dataset]
+    expected = []
+    for _ in range(2):
+        expected += [gen[i] for i in range(len(gen))]
+        gen.on_epoch_end()
+    assert_same_batches(got, expected)
+    spec = dataset.element_spec
+    assert spec[0]["a"].shape.as_list() == [None, 3] and spec[1].shape.as_list() == [None, 3]
+
+    images = folder_gen(image_folder)
+    endless = images.to_tf_dataset()  # epochs=None: forever, from the current epoch
+    first = [ids(x.numpy()).tolist() for x, _ in endless.take(2 * len(images))]
+    assert first[:len(images)] == [ids(images[i][0]).tolist() for i in range(len(images))]
+    images.on_epoch_end()
+    assert first[len(images):] == [ids(images[i][0]).tolist() for i in range(len(images))]
+
+
+def test_to_tf_dataset_trains_under_a_distribution_strategy():
+    x = np.random.default_rng(0).normal(size=(64, 4)).astype("float32")
+    gen = kg.ArrayGenerator(x, (x[:, 0] > 0).astype("int64"), batch_size=16, seed=0)
+    strategy = tf.distribute.MirroredStrategy(["/cpu:0"])
+    with strategy.scope():
+        model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(2)])
+        model.compile("adam", keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    history = model.fit(gen.to_tf_dataset(), epochs=2, steps_per_epoch=len(gen), verbose=0)
+    assert len(history.history["loss"]) == 2
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+@pytest.mark.parametrize("num_shards,remainder", [(3, "pad"), (3, "drop"), (4, "pad"),
+                                                  (2, "drop")])
+def test_shards_are_disjoint_complete_and_equal(seed, num_shards, remainder):
+    x = np.arange(53.0)[:, None]
+    base = kg.ArrayGenerator(x, batch_size=5, seed=seed)
+    shards = [base.shard(num_shards, k, remainder) for k in range(num_shards)]
+    for epoch in range(3):
+        lengths = {len(s) for s in shards}
+        assert len(lengths) == 1  # the same number of batches on every shard
+        seen = [[int(v) for i in range(len(s)) for v in s[i][0][:, 0]] for s in shards]
+        every = [v for part in seen for v in part]
+        if remainder == "pad":
+            assert set(every) == set(range(53))  # together: every sample
+            assert len(every) - len(set(every)) < num_shards * 5  # padding: < one round
+        else:
+            assert len(every) == len(set(every))  # disjoint
+            assert len(every) >= 53 - num_shards * 5
+        if epoch == 0:
+            first = seen
+        for s in shards:
+            s.on_epoch_end()
+    assert seen != first  # reshuffled each epoch from the shared seed
+    by_argument = kg.ArrayGenerator(x, batch_size=5, seed=seed, num_shards=num_shards,
+                                    shard_index=1)
+    np.testing.assert_array_equal(by_argument[0][0], base.shard(num_shards, 1)[0][0])
+
+
+def test_shards_with_a_sampler_share_its_plan():
+    y = np.array([0] * 40 + [1] * 8)
+    x = np.arange(48.0)[:, None]
+    make = lambda: kg.ArrayGenerator(x, y, batch_size=4, seed=3, label_mode="int",  # noqa
+                                     sampler=kg.samplers.RandomOverSampler())
+    whole = make()
+    plan = whole.epoch_plan()
+    shards = [make().shard(2, k) for k in range(2)]
+    got = sorted(int(v) for s in shards for i in range(len(s)) for v in s[i][0][:, 0])
+    assert got == sorted(plan.tolist()) and len(shards[0]) == len(shards[1]) == 10
+    with pytest.raises(ValueError, match="`index` must be in"):
+        whole.shard(2, 2)
+    with pytest.raises(ValueError, match="`num_shards` and `shard_index` go together"):
+        kg.ArrayGenerator(x, num_shards=2)
+
+
+def test_tf_data_service_distributes_every_sample_exactly_once():
+    service = tf.data.experimental.service
+    dispatcher = service.DispatchServer()
+    address = dispatcher.target.split("://")[1]
+    workers = [service.WorkerServer(service.WorkerConfig(dispatcher_address=address))
+               for _ in range(2)]
+    gen = kg.ArrayGenerator(np.arange(100.0)[:, None], batch_size=8, seed=4)
+    dataset = gen.to_tf_dataset(epochs=1).apply(service.distribute(
+        processing_mode="distributed_epoch", service=dispatcher.target))
+    seen = sorted(int(v) for x in dataset for v in x[0].numpy()[:, 0])
+    assert seen == list(range(100))
+    assert len(workers) == 2
+
+
+RECORDING_SCRIPT = """
+import json, os, signal, sys
+import keras, numpy as np, kerasgen as kg
+from tests.test_contract import ids
+
+folder, state_path, log_path, mode, seed = sys.argv[1:6]
+
+class Recorder(keras.Model):
+    def __init__(self):
+        super().__init__()
+        self.dense = keras.layers.Dense(3)
+        self.flat = keras.layers.Flatten()
+    def call(self, x):
+        return self.dense(self.flat(x))
+    def train_step(self, data):
+        with open(log_path, "a") as f:
+            f.write(json.dumps(ids(np.asarray(data[0])).tolist()) + "\\n")
+        return super().train_step(data)
+
+class KillAt(keras.callbacks.Callback):
+    def on_train_batch_end(self, batch, logs=None):
+        if self.epoch == 1 and batch == 1:
+            os.kill(os.getpid(), signal.SIGKILL)
+    def on_epoch_begin(self, epoch, logs=None):
+        self.epoch = epoch
+
+gen = kg.ImageFolderGenerator(folder, image_size=(8, 8), batch_size=3, label_mode="int",
+                              seed=None if seed == "none" else int(seed))
+model = Recorder()
+model.compile("sgd", keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+              run_eagerly=True)
+checkpoint = kg.callbacks.GeneratorCheckpoint(state_path, every_n_batches=1)
+if mode == "killed":
+    model.fit(gen, epochs=3, shuffle=False, verbose=0, callbacks=[checkpoint, KillAt()])
+elif mode == "resumed":
+    checkpoint.restore(gen)
+    model.fit(gen, epochs=1, shuffle=False, verbose=0, callbacks=[checkpoint])  # the rest
+    model.fit(gen, epochs=1, shuffle=False, verbose=0, callbacks=[checkpoint])  # epoch 2
+else:
+    model.fit(gen, epochs=3, shuffle=False, verbose=0)
+print("done")
+"""
+
+
+def run_script(*args):
+    return subprocess.run([sys.executable, "-c", RECORDING_SCRIPT, *map(str, args)],
+                          capture_output=True, text=True, timeout=240, cwd=ROOT,
+                          env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
+
+
+def read_log(path):
+    return [json.loads(line) for line in open(path)]
+
+
+@pytest.mark.slow
+def test_a_killed_training_process_resumes_mid_epoch_exactly(image_folder, tmp_path):
+    state, log = tmp_path / "gen.json", tmp_path / "killed.log"
+    killed = run_script(image_folder, state, log, "killed", "none")
+    assert killed.returncode == -signal.SIGKILL, killed.stderr[-2000:]
+    saved = json.loads(state.read_text())
+    assert (saved["epoch"], saved["batch"]) == (1, 2)  # killed after batch 1 of epoch 1
+    resumed = run_script(image_folder, state, log, "resumed", "none")
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    straight_log = tmp_path / "straight.log"
+    straight = run_script(image_folder, tmp_path / "unused.json", straight_log, "straight",
+                          saved["seed"])
+    assert straight.returncode == 0, straight.stderr[-2000:]
+    assert read_log(log) == read_log(straight_log)  # 4 + 2, then 2 + 4 batches
+    assert len(read_log(log)) == 12
+
+
+def child_pids():
+    pids = []
+    for task in os.listdir(f"/proc/{os.getpid()}/task"):
+        with open(f"/proc/{os.getpid()}/task/{task}/children") as f:
+            pids += [int(p) for p in f.read().split()]
+    return pids
+
+
+def rss_mb():
+    with open(f"/proc/{os.getpid()}/status") as f:
+        return int(next(line for line in f if line.startswith("VmRSS")).split()[1]) / 1024
+
+
+def test_no_worker_processes_are_left_after_fit(image_folder):
+    gen = folder_gen(image_folder, workers=2, use_multiprocessing=True)
+    model = keras.Sequential([keras.Input((8, 8, 3)), keras.layers.Flatten(),
+                              keras.layers.Dense(3)])
+    model.compile("sgd", keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    before = set(child_pids())
+    model.fit(gen, epochs=2, verbose=0)
+    deadline = time.time() + 20
+    while time.time() < deadline:
+        multiprocessing.active_children()  # reaps finished children
+        left = set(child_pids()) - before
+        if not left:
+            break
+        time.sleep(0.2)
+    assert not left, f"worker processes left after fit: {left}"
+
+
+def test_memory_stays_flat_over_20_epochs_with_workers(image_folder):
+    gen = folder_gen(image_folder, workers=2)
+    model = keras.Sequential([keras.Input((8, 8, 3)), keras.layers.Flatten(),
+                              keras.layers.Dense(3)])
+    model.compile("sgd", keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    model.fit(gen, epochs=3, verbose=0)
+    start = rss_mb()
+    model.fit(gen, epochs=20, verbose=0)
+    assert rss_mb() - start < 40, f"RSS grew from {start:.0f} MB to {rss_mb():.0f} MB"
+
+
+def test_an_error_in_a_worker_process_names_the_batch_and_file(image_folder):
+    (image_folder / "dog" / "broken.png").write_bytes(b"not a png")
+    gen = folder_gen(image_folder, workers=2, use_multiprocessing=True)
+    model = keras.Sequential([keras.Input((8, 8, 3)), keras.layers.Flatten(),
+                              keras.layers.Dense(3)])
+    model.compile("sgd", keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    with pytest.raises(ValueError, match="broken.png") as caught:
+        model.fit(gen, epochs=1, verbose=0, shuffle=False)
+    notes = " ".join(getattr(caught.value, "__notes__", []))
+    assert "while loading batch" in notes and "of epoch 0" in notes
