@@ -8,7 +8,10 @@ of workers.
 from kerasgen import augment, callbacks, gpu, samplers, viz
 from kerasgen.base import Generator
 from kerasgen.generators import ArrayGenerator, CSVGenerator, ImageFolderGenerator
+from kerasgen.inspection import inspect
 from kerasgen.rebalance import class_weights, rebalance
+from kerasgen.sql import SQLGenerator
+from kerasgen.tfrecord import TFRecordGenerator
 
 __version__ = "0.1.0"
 
@@ -17,10 +20,13 @@ __all__ = [
     "CSVGenerator",
     "Generator",
     "ImageFolderGenerator",
+    "SQLGenerator",
+    "TFRecordGenerator",
     "augment",
     "callbacks",
     "class_weights",
     "gpu",
+    "inspect",
     "rebalance",
     "samplers",
     "viz",

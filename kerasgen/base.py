@@ -8,6 +8,7 @@ assembly, workers, state) lives here.
 import copy
 import math
 import sys
+import time
 import weakref
 
 import numpy as np
@@ -16,6 +17,7 @@ from keras.utils import PyDataset
 from kerasgen import _checks, batching, labels as labels_mod, seeding
 from kerasgen import augment as augment_mod
 from kerasgen import samplers as samplers_mod
+from kerasgen import stats as stats_mod
 
 AUTO = "auto"
 _last_begun = None  # weak reference to the generator whose epoch Keras began last
@@ -81,6 +83,7 @@ class Generator(PyDataset):
         batch_augment: None, a Keras preprocessing layer (RandomFlip, RandAugment,
             MixUp, CutMix...), a callable `fn(x, y, rng) -> (x, y)`, or a list of them,
             applied to each assembled batch with draws from (seed, epoch, batch index).
+        stats: record where the time of making batches goes (see `stats()`).
         num_shards, shard_index: read only shard `shard_index` of `num_shards` (see
             `shard`).
         sampler: None, a `kg.samplers` sampler (RandomOverSampler, RandomUnderSampler,
@@ -103,7 +106,8 @@ class Generator(PyDataset):
                  label_mode=AUTO, num_classes=None, class_names=None, dtype="float32",
                  augment=None, batch_augment=None, sampler=None, drop_remainder=False,
                  sample_weight=None, mask_format="ids", features=None, num_shards=None,
-                 shard_index=None, workers=1, use_multiprocessing=False, max_queue_size=10):
+                 shard_index=None, stats=False, workers=1, use_multiprocessing=False,
+                 max_queue_size=10):
         super().__init__(
             workers=_checks.positive_int("workers", workers),
             use_multiprocessing=bool(use_multiprocessing),
@@ -168,6 +172,8 @@ class Generator(PyDataset):
         self._plan_cache = None
         self._offset = 0  # batches of the current epoch skipped on a mid-epoch resume
         self._shard = None
+        self._stats = stats_mod.PipelineStats() if stats else None
+        self.fit_wait_s = None  # set by kg.callbacks.PipelineStats each epoch
         if (num_shards is None) != (shard_index is None):
             raise ValueError("`num_shards` and `shard_index` go together. Received: "
                              f"num_shards={num_shards!r}, shard_index={shard_index!r}.")
@@ -359,8 +365,14 @@ class Generator(PyDataset):
         if not 0 <= index < n_batches:
             raise IndexError(f"Batch index out of range: {index} for a generator of "
                              f"{n_batches} batches.")
+        start = time.perf_counter() if self._stats is not None else None
         try:
-            return self._batch(index)
+            batch = self._batch(index)
+            if start is not None:
+                x = batch[0]
+                self._stats.batch_done(start, len(next(iter(x.values())) if isinstance(
+                    x, dict) else x))
+            return batch
         except Exception as error:  # name the batch, also when raised in a worker process
             if hasattr(error, "add_note"):
                 error.add_note(f"kerasgen: while loading batch {index} of epoch "
@@ -412,20 +424,23 @@ class Generator(PyDataset):
         """
         xs, ys = [], []
         for k, (index, position) in enumerate(zip(indices, positions)):
-            sample = self.load_sample(int(index))
-            x, y = sample if isinstance(sample, tuple) else (sample, None)
-            if partners is not None and partners[k] >= 0:
-                other = self.load_sample(int(partners[k]))
-                other = other[0] if isinstance(other, tuple) else other
-                x = batching.blend(x, other, lams[k])
-            if self.label_mode == "mask":
-                x, y = self.augment_sample(x, position, mask=y)
-            else:
-                x, _ = self.augment_sample(x, position)
+            with self._stage("read"):
+                sample = self.load_sample(int(index))
+                x, y = sample if isinstance(sample, tuple) else (sample, None)
+                if partners is not None and partners[k] >= 0:
+                    other = self.load_sample(int(partners[k]))
+                    other = other[0] if isinstance(other, tuple) else other
+                    x = batching.blend(x, other, lams[k])
+            with self._stage("augment"):
+                if self.label_mode == "mask":
+                    x, y = self.augment_sample(x, position, mask=y)
+                else:
+                    x, _ = self.augment_sample(x, position)
             xs.append(x)
             ys.append(y)
-        y_batch = None if ys[0] is None else self.assemble(ys, indices)
-        return self.finish_x(self.assemble(xs, indices)), y_batch
+        with self._stage("assemble"):
+            y_batch = None if ys[0] is None else self.assemble(ys, indices)
+            return self.finish_x(self.assemble(xs, indices)), y_batch
 
     def assemble(self, samples, indices):
         """Writes same-shaped samples into one preallocated batch."""
@@ -438,6 +453,24 @@ class Generator(PyDataset):
     def sampler_features(self):
         """The feature space SMOTE searches for neighbours: `features=` when given."""
         return self._features
+
+    def stats(self, reset=False):
+        """Where the time of making batches went (needs stats=True): batches, samples,
+        busy and wall seconds, batches/s, seconds per stage (read, decode, augment,
+        assemble; summed over decode threads), and `fit_wait_s`, the time model.fit
+        waited on data in the last epoch (measured by kg.callbacks.PipelineStats).
+        Counts batches made in this process (worker threads included, worker processes
+        not). `reset=True` starts a new count after reading."""
+        if self._stats is None:
+            raise ValueError("Statistics are off. Build the generator with stats=True.")
+        summary = self._stats.summary()
+        summary["fit_wait_s"] = self.fit_wait_s
+        if reset:
+            self._stats.reset()
+        return summary
+
+    def _stage(self, name):
+        return stats_mod.stage(self._stats, name)
 
     def class_counts(self):
         """{"before": {class: count}, "after": {class: count in this epoch's plan}}."""

@@ -2,10 +2,12 @@
 
 import json
 import os
+import time
 
 import keras
 
 from kerasgen import _checks
+from kerasgen import stats as stats_mod
 from kerasgen.base import last_begun
 
 
@@ -76,3 +78,54 @@ def restore(generator, path):
         state = json.load(f)
     generator.set_state(state)
     return state
+
+
+class PipelineStats(keras.callbacks.Callback):
+    """Logs the training generator's pipeline statistics each epoch (needs a generator
+    built with stats=True): the epoch's logs (so History, and TensorBoard when this
+    callback comes before it in the list) gain `data/wait_s` (time model.fit waited on
+    data), `data/batches_per_s`, `data/busy_s` and `data/<stage>_s` per stage.
+
+    The wait is measured from when each batch was made and when the previous training
+    step ended; it covers batches made in this process (workers=1 or worker threads).
+    """
+
+    def __init__(self, generator=None, prefix="data/"):
+        super().__init__()
+        self.generator = generator
+        self.prefix = prefix
+        self.history = []
+
+    def _generator(self):
+        if self.generator is None:
+            self.generator = last_begun()
+        return self.generator
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self._start = time.perf_counter()
+        self._step_ends = []
+        if self.generator is not None and self.generator._stats is not None:
+            self.generator._stats.reset()
+
+    def on_train_batch_end(self, batch, logs=None):
+        self._step_ends.append(time.perf_counter())
+        gen = self._generator()
+        if gen is not None and gen._stats is not None and len(self._step_ends) == 1:
+            first = [t for t in gen._stats.produced if t >= self._start]
+            if not first:  # made before this epoch began (reset missed): count afresh
+                gen._stats.reset()
+
+    def on_epoch_end(self, epoch, logs=None):
+        gen = self._generator()
+        if gen is None or gen._stats is None:
+            raise ValueError("PipelineStats needs the training generator built with "
+                             "stats=True (pass generator= if it is not found).")
+        gen.fit_wait_s = stats_mod.fit_wait(gen._stats.produced, self._start,
+                                             self._step_ends)
+        summary = gen.stats(reset=True)
+        entry = {"wait_s": gen.fit_wait_s, "batches_per_s": summary["batches_per_s"],
+                 "busy_s": summary["busy_s"],
+                 **{f"{k}_s": v for k, v in summary["stages_s"].items()}}
+        self.history.append(entry)
+        if logs is not None:
+            logs.update({self.prefix + k: v for k, v in entry.items() if v is not None})

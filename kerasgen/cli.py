@@ -1,6 +1,12 @@
-"""The `kerasgen` command line: `kerasgen preview DIR --out preview.png`."""
+"""The `kerasgen` command line: `preview`, `inspect` and `bench`.
+
+    kerasgen preview DIR --out preview.png [--augment]
+    kerasgen inspect DIR|CSV [--json]
+    kerasgen bench DIR|CSV --image-size 224 --batch-size 32 [--workers N] [--cache memory]
+"""
 
 import argparse
+import os
 import sys
 
 
@@ -18,6 +24,65 @@ def _preview(args):
     return 0
 
 
+def _inspect(args):
+    import json
+
+    from kerasgen import inspection
+
+    report = inspection.inspect(args.source, x_col=args.x_col, y_col=args.y_col,
+                                directory=args.directory, verbose=0 if args.json else 1)
+    print(json.dumps(report, indent=2) if args.json else inspection.format_report(report))
+    return 0
+
+
+def _bench(args):
+    import json
+    import time
+
+    import keras
+
+    from kerasgen.generators import CSVGenerator, ImageFolderGenerator
+
+    common = dict(image_size=(args.image_size,) * 2, batch_size=args.batch_size,
+                  workers=args.workers, use_multiprocessing=args.processes,
+                  cache=args.cache, dtype=args.dtype, stats=True, label_mode=None,
+                  shuffle=False, verbose=0, rescale=1 / 255 if args.dtype != "uint8" else None)
+    if os.path.isdir(args.source):
+        gen = ImageFolderGenerator(args.source, **common)
+    else:
+        gen = CSVGenerator(args.source, x_col=args.x_col, directory=args.directory, **common)
+    shape = (args.image_size, args.image_size, 3)
+    model = keras.Sequential([keras.Input(shape), keras.layers.GlobalAveragePooling2D()])
+    rows = []
+    for epoch in range(args.epochs):
+        gen.stats(reset=True)
+        start = time.perf_counter()
+        model.predict(gen, verbose=0)  # Keras's own loop: workers and queue as in fit
+        seconds = time.perf_counter() - start
+        stats = gen.stats()
+        rows.append({"epoch": epoch, "seconds": round(seconds, 3),
+                     "images_per_s": round(gen.num_samples / seconds, 1),
+                     "stages_s": stats["stages_s"] if stats["batches"] else None})
+    result = {"source": args.source, "images": gen.num_samples, "image_size": args.image_size,
+              "batch_size": args.batch_size, "workers": args.workers,
+              "processes": args.processes, "cache": args.cache, "dtype": args.dtype,
+              "epochs": rows}
+    if args.json:
+        print(json.dumps(result, indent=2))
+        return 0
+    print(f"{args.source}: {gen.num_samples} images -> {args.image_size}x{args.image_size}, "
+          f"batch {args.batch_size}, workers {args.workers}"
+          f"{' (processes)' if args.processes else ''}, cache {args.cache}, {args.dtype}")
+    for row in rows:
+        stages = row["stages_s"]
+        detail = ("stage seconds (summed over threads): " + ", ".join(
+            f"{k} {v:.2f}" for k, v in stages.items() if v) if stages else
+            "stages: made in worker processes, not counted here")
+        print(f"  epoch {row['epoch']}: {row['images_per_s']:8.1f} images/s "
+              f"({row['seconds']:.2f} s)  {detail}")
+    return 0
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(prog="kerasgen", description="kerasgen tools")
     commands = parser.add_subparsers(dest="command", required=True)
@@ -31,6 +96,31 @@ def main(argv=None):
     preview.add_argument("--augment", action="store_true",
                          help="apply a typical augmentation (needs albumentations)")
     preview.set_defaults(run=_preview)
+
+    inspect = commands.add_parser(
+        "inspect", help="class counts, imbalance, image sizes and formats, corrupt files")
+    inspect.add_argument("source", help="image folder (one subfolder per class) or CSV file")
+    inspect.add_argument("--x-col", default="filename", help="CSV column of image paths")
+    inspect.add_argument("--y-col", default="label", help="CSV column of labels")
+    inspect.add_argument("--directory", default=None, help="folder CSV paths are relative to")
+    inspect.add_argument("--json", action="store_true", help="print JSON, for scripts")
+    inspect.set_defaults(run=_inspect)
+
+    bench = commands.add_parser(
+        "bench", help="images/s and where the time goes, to tune workers and cache")
+    bench.add_argument("source", help="image folder or CSV file")
+    bench.add_argument("--image-size", type=int, default=224)
+    bench.add_argument("--batch-size", type=int, default=32)
+    bench.add_argument("--workers", type=int, default=1)
+    bench.add_argument("--processes", action="store_true",
+                       help="worker processes (use_multiprocessing=True)")
+    bench.add_argument("--cache", default=None, help="'memory' or a file path")
+    bench.add_argument("--dtype", default="float32", choices=["float32", "float16", "uint8"])
+    bench.add_argument("--epochs", type=int, default=2, help="passes (2: see the cache work)")
+    bench.add_argument("--x-col", default="filename", help="CSV column of image paths")
+    bench.add_argument("--directory", default=None, help="folder CSV paths are relative to")
+    bench.add_argument("--json", action="store_true", help="print JSON, for scripts")
+    bench.set_defaults(run=_bench)
     args = parser.parse_args(argv)
     try:
         return args.run(args)

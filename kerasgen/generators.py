@@ -3,6 +3,7 @@
 import numbers
 import os
 import threading
+import time
 import warnings
 from concurrent.futures import ThreadPoolExecutor
 
@@ -86,12 +87,14 @@ class ArrayGenerator(Generator):
     def load_batch(self, indices, positions, partners=None, lams=None):
         if self.augment is not None:
             return super().load_batch(indices, positions, partners, lams)
-        if isinstance(self.x, dict):
-            x = {k: self._take(v, indices, partners, lams) for k, v in self.x.items()}
-        else:
-            x = self._take(self.x, indices, partners, lams)
-        masks = None if self.masks is None else np.take(self.masks, indices, axis=0)
-        return self.finish_x(x), masks
+        with self._stage("read"):
+            if isinstance(self.x, dict):
+                x = {k: self._take(v, indices, partners, lams) for k, v in self.x.items()}
+            else:
+                x = self._take(self.x, indices, partners, lams)
+            masks = None if self.masks is None else np.take(self.masks, indices, axis=0)
+        with self._stage("assemble"):
+            return self.finish_x(x), masks
 
     @staticmethod
     def _take(array, indices, partners, lams):
@@ -178,15 +181,17 @@ class _ImageFileGenerator(Generator):
         out = np.empty(shape, dtype=self.dtype if direct and self.dtype else np.uint8)
         masks = None if self.mask_paths is None else np.empty(shape[:3], np.uint16)
         threads = min(self._threads(), len(indices))
-        if threads == 1:
-            self._load_chunk(indices, out, masks, direct)
-        else:
-            bounds = np.linspace(0, len(indices), threads + 1).astype(int)
-            futures = [self._pool().submit(self._load_chunk, indices[a:b], out[a:b],
-                                           None if masks is None else masks[a:b], direct)
-                       for a, b in zip(bounds[:-1], bounds[1:])]  # slices: views of out
-            for future in futures:
-                future.result()
+        with self._stage("decode"):
+            if threads == 1:
+                self._load_chunk(indices, out, masks, direct)
+            else:
+                bounds = np.linspace(0, len(indices), threads + 1).astype(int)
+                futures = [self._pool().submit(self._load_chunk, indices[a:b], out[a:b],
+                                               None if masks is None else masks[a:b],
+                                               direct)
+                           for a, b in zip(bounds[:-1], bounds[1:])]  # views of out
+                for future in futures:
+                    future.result()
         if direct:
             return out, masks
         if synthetic is not None:  # blend the decoded images; masks stay those of x_i
@@ -194,12 +199,14 @@ class _ImageFileGenerator(Generator):
             rows[synthetic] = True
             out = samplers.blend_rows(out[:n], out[n:], lams[synthetic], rows)
             masks = None if masks is None else masks[:n]
-        pairs = [self.augment_sample(out[k], p, None if masks is None else masks[k])
-                 for k, p in enumerate(positions)]
-        out = self.assemble([x for x, _ in pairs], indices)
-        if masks is not None:
-            masks = self.assemble([m for _, m in pairs], indices)
-        return self.finish_x(out), masks
+        with self._stage("augment"):
+            pairs = [self.augment_sample(out[k], p, None if masks is None else masks[k])
+                     for k, p in enumerate(positions)]
+        with self._stage("assemble"):
+            out = self.assemble([x for x, _ in pairs], indices)
+            if masks is not None:
+                masks = self.assemble([m for _, m in pairs], indices)
+            return self.finish_x(out), masks
 
     # --------------------------------------------------------------- decoding
     def _threads(self):
@@ -365,6 +372,7 @@ class ImageFolderGenerator(_ImageFileGenerator):
         if (mask_dir is None) != (label_mode != "mask"):
             raise ValueError("`mask_dir` and label_mode='mask' go together. Received: "
                              f"mask_dir={mask_dir!r}, label_mode={label_mode!r}.")
+        listing_started = time.perf_counter()
         if mask_dir is not None:  # segmentation: every image under directory, no classes
             paths = sources.list_image_folder(directory, classes_required=False,
                                               flat=True, follow_links=follow_links)[0]
@@ -385,9 +393,12 @@ class ImageFolderGenerator(_ImageFileGenerator):
         self.validation_split, self.subset = validation_split, subset
         self._set_images(paths, image_size, color_mode, interpolation, rescale, cache,
                          on_error, decode_threads, verbose, masks)
+        listing_s = time.perf_counter() - listing_started
         super().__init__(len(paths), labels=class_ids, label_mode=label_mode,
                          class_names=names, seed=seed, **common)
         self._check_image_options()
+        if self._stats is not None:
+            self._stats.add("list", listing_s)
 
 
 class CSVGenerator(_ImageFileGenerator):
@@ -423,6 +434,7 @@ class CSVGenerator(_ImageFileGenerator):
             raise ValueError("`mask_col` and label_mode='mask' go together. Received: "
                              f"mask_col={mask_col!r}, label_mode={label_mode!r}.")
         _checks.one_of("on_missing", on_missing, ("raise", "skip"))
+        listing_started = time.perf_counter()
         table = sources.Table(csv)
         table.column(x_col, "x_col")
         if mask_col is not None:
@@ -473,9 +485,12 @@ class CSVGenerator(_ImageFileGenerator):
             labels = _csv_labels(table, y_cols, label_mode, label_delimiter)
             if len(y_cols) > 1 and label_mode == "multi_label" and names is None:
                 names = y_cols
+        listing_s = time.perf_counter() - listing_started
         super().__init__(len(paths), labels=labels, label_mode=label_mode,
                          class_names=names, **common)
         self._check_image_options()
+        if self._stats is not None:
+            self._stats.add("list", listing_s)
 
     def describe_sample(self, index):
         return f"{self.file_paths[index]} ({self.table.describe(index)})"

@@ -98,8 +98,14 @@ def decode(path, color_mode="rgb", target_size=None):
         raise FileNotFoundError(f"Image file not found: {path}") from None
     except OSError as error:
         raise ValueError(f"Cannot read image file {path}: {error}") from error
+    return decode_bytes(data, color_mode, target_size, f"image file {path}")
+
+
+def decode_bytes(data, color_mode="rgb", target_size=None, name="image"):
+    """`decode` for encoded bytes (a uint8 array or bytes); `name` is used in errors."""
+    data = np.frombuffer(data, dtype=np.uint8) if isinstance(data, bytes) else data
     if data.size == 0:
-        raise ValueError(f"Cannot decode image file {path}: the file is empty (0 bytes).")
+        raise ValueError(f"Cannot decode {name}: the file is empty (0 bytes).")
     flag = None
     if target_size is not None and color_mode in _REDUCED:
         size = jpeg_size(data)
@@ -114,8 +120,8 @@ def decode(path, color_mode="rgb", target_size=None):
         image = cv2.imdecode(data, cv2.IMREAD_COLOR)  # no alpha: decode with EXIF applied
     if image is None:
         raise ValueError(
-            f"Cannot decode image file {path}: it is corrupt, truncated or not an image "
-            "format OpenCV reads."
+            f"Cannot decode {name}: it is corrupt, truncated or not an image format "
+            "OpenCV reads."
         )
     image = _to_uint8(image)
     if color_mode == "grayscale":
@@ -130,7 +136,12 @@ def decode(path, color_mode="rgb", target_size=None):
 
 def load(path, image_size, color_mode="rgb", interpolation="bilinear", out=None):
     """Decodes and resizes `path` to (height, width, channels) uint8, into `out` if given."""
-    image = decode(path, color_mode, image_size)
+    return resize(decode(path, color_mode, image_size), image_size, color_mode,
+                  interpolation, out)
+
+
+def resize(image, image_size, color_mode="rgb", interpolation="bilinear", out=None):
+    """Resizes a decoded image to (height, width, channels) uint8, into `out` if given."""
     height, width = image_size
     if out is None:
         out = np.empty((height, width, COLOR_MODES[color_mode]), dtype=np.uint8)

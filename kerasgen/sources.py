@@ -157,6 +157,10 @@ class Table:
 
     def __init__(self, csv_source):
         self.path = None
+        self.label = None
+        if isinstance(csv_source, Table):
+            self.__dict__.update(csv_source.__dict__)
+            return
         if hasattr(csv_source, "columns") and hasattr(csv_source, "to_dict"):
             frame = csv_source
             if len(frame) == 0:
@@ -186,10 +190,25 @@ class Table:
                          TypeError)
         self.num_rows = len(next(iter(self.columns.values())))
 
+    @classmethod
+    def from_columns(cls, columns, label, base_dir):
+        """A table of query results or other columns; rows are named '<label> row N'."""
+        table = cls.__new__(cls)
+        table.path, table.label = None, label
+        table.columns = columns
+        table._rows = list(range(len(next(iter(columns.values())))))
+        table.base_dir = base_dir
+        table.num_rows = len(table._rows)
+        return table
+
     def name(self):
+        if self.label is not None:
+            return self.label
         return self.path if self.path is not None else "the DataFrame"
 
     def describe(self, i):
+        if self.label is not None:
+            return f"row {self._rows[i] + 1} of {self.label}"
         if self.path is not None:
             return f"line {self._rows[i] + 2} of {self.path}"
         return f"row {self._rows[i]!r} of the DataFrame"

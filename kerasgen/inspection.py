@@ -1,0 +1,115 @@
+"""Look at a data set before training: class counts, imbalance, image sizes, bad files."""
+
+import collections
+import os
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+
+from kerasgen import images, sources
+from kerasgen.progress import progress
+
+
+def _probe(path):
+    """(height, width, channels, format, error) of one image file; decodes it fully,
+    so truncated files are found too."""
+    fmt = os.path.splitext(path)[1].lower().lstrip(".")
+    fmt = "jpeg" if fmt == "jpg" else ("tiff" if fmt == "tif" else fmt)
+    try:
+        data = np.fromfile(path, dtype=np.uint8)
+        if data.size == 0:
+            raise ValueError("the file is empty (0 bytes)")
+        import cv2
+
+        image = cv2.imdecode(data, cv2.IMREAD_UNCHANGED)
+        if image is None:
+            raise ValueError("not decodable")
+        channels = 1 if image.ndim == 2 else image.shape[2]
+        return image.shape[0], image.shape[1], channels, fmt, None
+    except (OSError, ValueError) as error:
+        return None, None, None, fmt, str(error)
+
+
+def _files_and_labels(source, x_col, y_col, directory):
+    """(paths, class name per path or None) from a folder or a CSV file."""
+    source = os.fspath(source)
+    if os.path.isdir(source):
+        paths, ids, names = sources.list_image_folder(source, classes_required=False)
+        if ids is None:
+            return paths, None
+        return paths, [names[i] for i in ids]
+    table = sources.Table(source)
+    table.column(x_col, "x_col")
+    paths = sources.resolve_paths(table.columns[x_col], table, directory, True,
+                                  table.describe)
+    labels = None
+    if y_col is not None and y_col in table.columns:
+        labels = [str(v) for v in table.columns[y_col]]
+    return paths, labels
+
+
+def inspect(source, x_col="filename", y_col="label", directory=None, verbose=1,
+            threads=None):
+    """Summarises an image folder (one subfolder per class) or a CSV list.
+
+    Returns a dict: number of files, class counts, imbalance ratio (largest / smallest
+    class), image sizes (min, median, max of height and width; the most common sizes),
+    formats and channel counts, and the files that cannot be decoded (each decoded once,
+    in parallel, with a progress bar for large folders).
+    """
+    paths, labels = _files_and_labels(source, x_col, y_col, directory)
+    with ThreadPoolExecutor(threads or os.cpu_count() or 1) as pool:
+        probes = list(progress(pool.map(_probe, paths), "Inspecting images", len(paths),
+                               verbose))
+    good = [p for p in probes if p[4] is None]
+    heights = np.array([p[0] for p in good]) if good else np.zeros(0)
+    widths = np.array([p[1] for p in good]) if good else np.zeros(0)
+    counts = dict(sorted(collections.Counter(labels).items())) if labels else None
+    report = {
+        "source": os.fspath(source),
+        "files": len(paths),
+        "classes": counts,
+        "num_classes": len(counts) if counts else None,
+        "imbalance_ratio": (round(max(counts.values()) / min(counts.values()), 3)
+                            if counts else None),
+        "formats": dict(collections.Counter(p[3] for p in probes).most_common()),
+        "channels": {str(k): v for k, v in
+                     collections.Counter(p[2] for p in good).most_common()},
+        "size": None if not good else {
+            "height": {"min": int(heights.min()), "median": float(np.median(heights)),
+                       "max": int(heights.max())},
+            "width": {"min": int(widths.min()), "median": float(np.median(widths)),
+                      "max": int(widths.max())},
+            "most_common": [[f"{h}x{w}", n] for (h, w), n in collections.Counter(
+                zip(heights.tolist(), widths.tolist())).most_common(5)],
+        },
+        "corrupt": [{"path": path, "error": p[4]} for path, p in zip(paths, probes)
+                    if p[4] is not None],
+    }
+    return report
+
+
+def format_report(report):
+    """The report as a plain-text table."""
+    lines = [f"{report['source']}: {report['files']} files"]
+    if report["classes"]:
+        width = max(len(str(c)) for c in report["classes"])
+        total = sum(report["classes"].values())
+        lines.append(f"{report['num_classes']} classes, imbalance ratio "
+                     f"{report['imbalance_ratio']} (largest / smallest)")
+        for name, count in report["classes"].items():
+            bar = "#" * max(1, round(30 * count / max(report["classes"].values())))
+            lines.append(f"  {name:<{width}}  {count:>7}  {100 * count / total:5.1f}%  {bar}")
+    if report["size"]:
+        h, w = report["size"]["height"], report["size"]["width"]
+        lines.append(f"height: min {h['min']}, median {h['median']:g}, max {h['max']}; "
+                     f"width: min {w['min']}, median {w['median']:g}, max {w['max']}")
+        common = ", ".join(f"{s} ({n})" for s, n in report["size"]["most_common"])
+        lines.append(f"most common sizes: {common}")
+    lines.append("formats: " + ", ".join(f"{k} {v}" for k, v in report["formats"].items()))
+    lines.append("channels: " + ", ".join(f"{k}: {v}" for k, v in report["channels"].items()))
+    lines.append(f"corrupt files: {len(report['corrupt'])}")
+    lines += [f"  {c['path']}: {c['error']}" for c in report["corrupt"][:20]]
+    if len(report["corrupt"]) > 20:
+        lines.append(f"  ... and {len(report['corrupt']) - 20} more")
+    return "\n".join(lines)

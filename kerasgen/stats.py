@@ -1,0 +1,94 @@
+"""Pipeline statistics: where the time of making batches goes (like tf.data's stats)."""
+
+import contextlib
+import threading
+import time
+
+STAGES = ("list", "read", "decode", "augment", "assemble")
+_OFF = contextlib.nullcontext()
+
+
+class PipelineStats:
+    """Time per stage and per batch, for the batches made in this process.
+
+    Stage times are summed over threads (decode runs on several), so they can add up to
+    more than the wall time; `busy_s` is the wall time spent inside `gen[i]`.
+    """
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self.reset()
+
+    def reset(self):
+        with self._lock:
+            self.stages = dict.fromkeys(STAGES, 0.0)
+            self.batches = 0
+            self.samples = 0
+            self.busy_s = 0.0
+            self.first = None
+            self.last = None
+            self.produced = []  # completion times of batches, for the fit-wait estimate
+
+    @contextlib.contextmanager
+    def stage(self, name):
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            elapsed = time.perf_counter() - start
+            with self._lock:
+                self.stages[name] += elapsed
+
+    def add(self, name, seconds):
+        with self._lock:
+            self.stages[name] += seconds
+
+    def batch_done(self, start, samples):
+        end = time.perf_counter()
+        with self._lock:
+            self.batches += 1
+            self.samples += samples
+            self.busy_s += end - start
+            self.first = start if self.first is None else min(self.first, start)
+            self.last = end if self.last is None else max(self.last, end)
+            self.produced.append(end)
+            if len(self.produced) > 100_000:
+                del self.produced[:50_000]
+
+    def summary(self):
+        with self._lock:
+            span = (self.last - self.first) if self.batches else 0.0
+            return {
+                "batches": self.batches,
+                "samples": self.samples,
+                "busy_s": round(self.busy_s, 6),
+                "wall_s": round(span, 6),
+                "batches_per_s": round(self.batches / span, 3) if span > 0 else None,
+                "samples_per_s": round(self.samples / span, 3) if span > 0 else None,
+                "stages_s": {k: round(v, 6) for k, v in self.stages.items()},
+            }
+
+    def __getstate__(self):  # a worker process starts its own count
+        return {}
+
+    def __setstate__(self, state):
+        self._lock = threading.Lock()
+        self.reset()
+
+
+def stage(stats, name):
+    """A timing context for `name`, or a shared no-op when stats are off."""
+    return _OFF if stats is None else stats.stage(name)
+
+
+def fit_wait(produced, start, step_ends):
+    """Seconds the training steps waited for data: step k can start only when batch k is
+    made, so it waited max(0, made_k - end of step k-1) (the epoch start for k = 0)."""
+    made = sorted(t for t in produced if t >= start)
+    if not made:
+        return None
+    wait, previous = 0.0, start
+    for made_k, end in zip(made, step_ends):
+        wait += max(0.0, made_k - previous)
+        previous = end
+    return wait
