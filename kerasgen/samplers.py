@@ -219,47 +219,45 @@ def blend_rows(batch, partner_rows, lams, rows):
     return out
 
 
-class RandomOverSampler(Sampler):
+class _RandomSampler(Sampler):
+    """Draws each class's share of the plan from (seed, epoch); shuffles the plan."""
+
+    def plan(self, labels, seed, epoch, **context):
+        labels = self._labels(labels)
+        targets = target_counts(labels, self.sampling_strategy, self.kind,
+                                context.get("class_names"))
+        rng = seeding.rng(seed, seeding.SAMPLER, epoch)
+        parts = [self._draw(np.flatnonzero(labels == c), target, rng)
+                 for c, target in targets.items()]
+        plan = rng.permutation(np.concatenate(parts))
+        self.sample_indices_ = plan
+        return plan
+
+
+class RandomOverSampler(_RandomSampler):
     """Repeats random samples of the chosen classes up to the target counts, each epoch
     anew. Every original sample stays in the plan."""
 
     kind = "over"
 
-    def plan(self, labels, seed, epoch, **context):
-        labels = self._labels(labels)
-        targets = target_counts(labels, self.sampling_strategy, "over",
-                                context.get("class_names"))
-        rng = seeding.rng(seed, seeding.SAMPLER, epoch)
-        parts = []
-        for c, target in targets.items():
-            members = np.flatnonzero(labels == c)
-            parts.append(members)
-            if target > len(members):
-                parts.append(rng.choice(members, target - len(members), replace=True))
-        plan = rng.permutation(np.concatenate(parts))
-        self.sample_indices_ = plan
-        return plan
+    @staticmethod
+    def _draw(members, target, rng):
+        if target == len(members):
+            return members
+        return np.concatenate([members, rng.choice(members, target - len(members))])
 
 
-class RandomUnderSampler(Sampler):
+class RandomUnderSampler(_RandomSampler):
     """Keeps a random subset of the chosen classes, down to the target counts, drawn anew
     each epoch (so over several epochs every sample is seen)."""
 
     kind = "under"
 
-    def plan(self, labels, seed, epoch, **context):
-        labels = self._labels(labels)
-        targets = target_counts(labels, self.sampling_strategy, "under",
-                                context.get("class_names"))
-        rng = seeding.rng(seed, seeding.SAMPLER, epoch)
-        parts = []
-        for c, target in targets.items():
-            members = np.flatnonzero(labels == c)
-            parts.append(members if target == len(members)
-                         else rng.choice(members, target, replace=False))
-        plan = rng.permutation(np.concatenate(parts))
-        self.sample_indices_ = plan
-        return plan
+    @staticmethod
+    def _draw(members, target, rng):
+        if target == len(members):
+            return members
+        return rng.choice(members, target, replace=False)
 
 
 class BalancedBatchSampler(Sampler):
