@@ -19,7 +19,10 @@ EXTRAS = {
 EXTRAS["demo"] = TENSORFLOW + ["scikit-learn>=1.3"]
 EXTRAS["test"] = sorted(set(
     EXTRAS["demo"] + EXTRAS["pandas"] + EXTRAS["augment"] + EXTRAS["viz"]
-    + EXTRAS["progress"] + ["pytest>=7", "pytest-timeout>=2", "pillow>=9"]))
+    + EXTRAS["progress"] + EXTRAS["gpu"] + EXTRAS["imbalance"]
+    # the peers the tests compare with, and tools the tests use
+    + ["imbalanced-learn>=0.12", "cloudpickle>=2", "pytest>=7", "pytest-timeout>=2",
+       "pillow>=9"]))
 EXTRAS["all"] = sorted({req for reqs in EXTRAS.values() for req in reqs})
 
 setup(
