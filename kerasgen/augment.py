@@ -117,11 +117,12 @@ class BatchAugment:
                 _checks.fail("batch_augment", "a Keras preprocessing layer, a callable "
                              "fn(x, y, rng) -> (x, y), or a list of them", step, TypeError)
         self.steps = steps
-        self.uses_keras = any(_is_keras_layer(s) for s in steps)
+        self._is_layer = [_is_keras_layer(s) for s in steps]
+        self.uses_keras = any(self._is_layer)
 
     def __call__(self, x, y, rng):
-        for step in self.steps:
-            if _is_keras_layer(step):
+        for step, is_layer in zip(self.steps, self._is_layer):
+            if is_layer:
                 x, y = self._apply_layer(step, x, y, int(rng.integers(2**31)))
             else:
                 x, y = step(x, y, rng)

@@ -171,6 +171,7 @@ class Generator(PyDataset):
         self._epoch_open = False
         self._plan_cache = None
         self._offset = 0  # batches of the current epoch skipped on a mid-epoch resume
+        self._short_epoch_done = False  # a resumed, shortened epoch just ended in fit
         self._shard = None
         self._stats = stats_mod.PipelineStats() if stats else None
         self.fit_wait_s = None  # set by kg.callbacks.PipelineStats each epoch
@@ -239,7 +240,7 @@ class Generator(PyDataset):
         num_shards, shard_index, _ = self._shard
         batch = index * num_shards + shard_index
         total = self._epoch_batches()
-        return batch - total if batch >= total else batch  # padding wraps to the start
+        return batch % total  # padding wraps to the start of the epoch
 
     def shard(self, num_shards, index, remainder="pad"):
         """A view of this generator holding shard `index` of `num_shards`.
@@ -301,6 +302,8 @@ class Generator(PyDataset):
                                  features=self.sampler_features)
             if not isinstance(plan, samplers_mod.Plan):
                 plan = np.asarray(plan, dtype="int64")
+            elif self.use_multiprocessing:  # workers would each redo it every epoch
+                plan.prepare_all()
             if len(plan) and (plan.indices if isinstance(plan, samplers_mod.Plan)
                               else plan).max() >= self.num_samples:
                 raise ValueError(f"The sampler's plan names sample indices beyond the "
@@ -314,13 +317,23 @@ class Generator(PyDataset):
 
     def on_epoch_begin(self):
         global _last_begun
+        if self._short_epoch_done:
+            self._short_epoch_done = False
+            raise RuntimeError(
+                "This generator was restored mid-epoch, and Keras keeps the epoch length it "
+                "saw when fit started, so the next epoch would be cut short. Finish the "
+                "interrupted epoch with its own model.fit(gen, epochs=1), then fit the "
+                "remaining epochs in a new model.fit call."
+            )
         self._epoch_open = True
         _last_begun = weakref.ref(self)  # found by GeneratorCheckpoint without an argument
 
     def on_epoch_end(self):
         """Advances to the next epoch (new order, new augmentation draws)."""
         if not self._epoch_open and _called_from_keras_reset():
+            self._short_epoch_done = False  # a new fit: Keras measures the length anew
             return
+        self._short_epoch_done = self._offset > 0 and self._epoch_open
         self._epoch_open = False
         self._epoch += 1
         self._offset = 0
@@ -336,7 +349,8 @@ class Generator(PyDataset):
         if position and position >= self._offset + len(self):  # the epoch is complete
             epoch, position = epoch + 1, 0
         return {"epoch": epoch, "batch": position, "seed": self.seed,
-                "num_samples": self.num_samples}
+                "num_samples": self.num_samples, "batch_size": self.batch_size,
+                "shard": list(self._shard[:2]) if self._shard else None}
 
     def set_state(self, state):
         if state.get("num_samples") != self.num_samples:
@@ -345,6 +359,14 @@ class Generator(PyDataset):
                 f"{state.get('num_samples')} samples, this one has {self.num_samples}. "
                 "Restore it into a generator built over the same data."
             )
+        for key, mine in (("batch_size", self.batch_size),
+                          ("shard", list(self._shard[:2]) if self._shard else None)):
+            if key in state and state[key] != mine and state.get("batch"):
+                raise ValueError(
+                    f"The state's batch position counts batches of a generator with "
+                    f"{key}={state[key]}, this one has {key}={mine}. Restore it into a "
+                    "generator built the same way."
+                )
         self.seed = seeding.resolve_seed(state["seed"])
         self._epoch = _checks.non_negative_int("state['epoch']", state["epoch"])
         self._epoch_open = False
@@ -380,7 +402,8 @@ class Generator(PyDataset):
             raise
 
     def _batch(self, index):
-        start = self._global_batch(index) * self.batch_size
+        batch_number = self._global_batch(index)  # in the whole epoch: keys the draws
+        start = batch_number * self.batch_size
         plan = self.epoch_plan()
         if isinstance(plan, samplers_mod.Plan):
             indices, partners, lams = plan.batch(start, start + self.batch_size)
@@ -407,7 +430,7 @@ class Generator(PyDataset):
                 )
             y = self._targets.batch(indices)
         if self._batch_augmenter is not None:
-            rng = seeding.rng(self.seed, seeding.BATCH_AUGMENT, self._epoch, index)
+            rng = seeding.rng(self.seed, seeding.BATCH_AUGMENT, self._epoch, batch_number)
             x, y = self._batch_augmenter(x, y, rng)
         if y is None:
             return (x,)
@@ -446,7 +469,7 @@ class Generator(PyDataset):
         """Writes same-shaped samples into one preallocated batch."""
         batch = batching.allocate(samples[0], len(samples))
         for k, (sample, index) in enumerate(zip(samples, indices)):
-            batching.write(batch, k, sample, self.describe_sample(int(index)))
+            batching.write(batch, k, sample, lambda i=int(index): self.describe_sample(i))
         return batch
 
     @property

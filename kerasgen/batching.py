@@ -14,7 +14,8 @@ def allocate(sample, batch_len):
 
 
 def write(batch, k, sample, where):
-    """Writes `sample` at row k of `batch`, refusing a shape that differs from row 0."""
+    """Writes `sample` at row k of `batch`, refusing a shape that differs from row 0.
+    `where` (a callable) names the sample in that error."""
     if isinstance(batch, dict):
         for key, buf in batch.items():
             write(buf, k, sample[key], where)
@@ -23,7 +24,7 @@ def write(batch, k, sample, where):
     if sample.shape != batch.shape[1:]:
         raise ValueError(
             f"Every sample of a batch must have the same shape. Received: shape "
-            f"{sample.shape} for {where}, but {batch.shape[1:]} for the batch's first "
+            f"{sample.shape} for {where()}, but {batch.shape[1:]} for the batch's first "
             "sample. Resize in load_sample or in the augmentation."
         )
     batch[k] = sample
@@ -47,13 +48,28 @@ def convert_into(out, batch, rescale=None):
     return out
 
 
+def _mix(base, other, lams, dtype):
+    """base + lams * (other - base) in float32, cast to dtype (rounded for integers)."""
+    base = np.asarray(base, np.float32)
+    mixed = base + lams * (np.asarray(other, np.float32) - base)
+    if np.issubdtype(dtype, np.integer):
+        mixed = np.rint(mixed)
+    return mixed.astype(dtype)
+
+
 def blend(x, other, lam):
-    """x + lam * (other - x) in float32, cast back to x's dtype (rounded for integers)."""
+    """One synthetic sample: x + lam * (other - x), in x's dtype (x may be a dict)."""
     if isinstance(x, dict):
         return {k: blend(v, other[k], lam) for k, v in x.items()}
     x = np.asarray(x)
-    mixed = x.astype(np.float32) + np.float32(lam) * (np.asarray(other, np.float32)
-                                                      - x.astype(np.float32))
-    if np.issubdtype(x.dtype, np.integer):
-        mixed = np.rint(mixed)
-    return mixed.astype(x.dtype)
+    return _mix(x, other, np.float32(lam), x.dtype)
+
+
+def blend_rows(batch, partner_rows, lams, rows):
+    """batch[rows] = batch[rows] + lams * (partner_rows - batch[rows]), in place when
+    the batch is writeable (a copy otherwise)."""
+    shape = (-1,) + (1,) * (batch.ndim - 1)
+    out = batch if batch.flags.writeable else batch.copy()
+    out[rows] = _mix(batch[rows], partner_rows, lams.reshape(shape).astype(np.float32),
+                     batch.dtype)
+    return out

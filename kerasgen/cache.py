@@ -8,6 +8,7 @@ pixels are written.
 import hashlib
 import json
 import os
+import threading
 import warnings
 
 import numpy as np
@@ -23,6 +24,9 @@ def cache_key(file_paths, shape, color_mode, interpolation):
     return digest.hexdigest()
 
 
+KEY_BYTES = 64  # a file cache starts with its key, checked by every process opening it
+
+
 class MemoryCache:
     """Decoded samples in RAM. Shared by worker threads; each worker process has its own."""
 
@@ -30,11 +34,15 @@ class MemoryCache:
         self.num_samples, self.sample_shape = num_samples, tuple(sample_shape)
         self._data = None
         self._filled = None
+        self._lock = threading.Lock()
 
     def _arrays(self):
         if self._data is None:
-            self._data = np.empty((self.num_samples,) + self.sample_shape, dtype=np.uint8)
-            self._filled = np.zeros(self.num_samples, dtype=bool)
+            with self._lock:
+                if self._data is None:
+                    self._filled = np.zeros(self.num_samples, dtype=bool)
+                    self._data = np.empty((self.num_samples,) + self.sample_shape,
+                                          dtype=np.uint8)
         return self._data, self._filled
 
     def get(self, index):
@@ -46,20 +54,24 @@ class MemoryCache:
         data[index] = sample
         filled[index] = True
 
-    @property
-    def num_filled(self):
-        return 0 if self._filled is None else int(self._filled.sum())
-
     def __getstate__(self):  # worker processes start empty rather than copy gigabytes
-        return {"num_samples": self.num_samples, "sample_shape": self.sample_shape,
-                "_data": None, "_filled": None}
+        state = self.__dict__.copy()
+        state.update(_data=None, _filled=None, _lock=None)
+        return state
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+        self._lock = threading.Lock()
 
 
 class FileCache(MemoryCache):
-    """Decoded samples in a memory-mapped file (`path`) with a `path.json` description.
+    """Decoded samples in a memory-mapped file (`path`): the key, a filled flag per
+    sample, then the samples.
 
     Reused by later runs and shared by worker processes when the key (file list, sizes,
-    modification times, image size, colour mode) matches; rebuilt otherwise.
+    modification times, image size, colour mode) matches; rebuilt otherwise, as a new
+    file put in place atomically, so a process still reading the old one keeps reading
+    it. A process that opens a file rebuilt for other data refuses it.
     """
 
     def __init__(self, path, num_samples, sample_shape, key):
@@ -69,35 +81,40 @@ class FileCache(MemoryCache):
         if not os.path.isdir(folder):
             raise FileNotFoundError(f"`cache` must be a file path in an existing folder. "
                                     f"Received: cache={self.path!r} ({folder} not found).")
-        meta_path = self.path + ".json"
-        meta = None
-        if os.path.exists(meta_path):
-            try:
-                with open(meta_path) as f:
-                    meta = json.load(f)
-            except (OSError, ValueError):
-                meta = None
-        expected_size = num_samples * (int(np.prod(self.sample_shape)) + 1)
-        if (meta is None or meta.get("key") != key or not os.path.exists(self.path)
-                or os.path.getsize(self.path) != expected_size):
-            if meta is not None:
-                warnings.warn(f"The cache {self.path} was made for other files or settings; "
-                              "rebuilding it.", stacklevel=4)
-            with open(self.path, "wb") as f:
-                f.truncate(expected_size)  # sparse zeros: nothing filled yet
-            with open(meta_path, "w") as f:
-                json.dump({"key": key, "num_samples": num_samples,
-                           "sample_shape": list(self.sample_shape)}, f)
+        size = KEY_BYTES + num_samples * (int(np.prod(self.sample_shape)) + 1)
+        found = self._stored_key()
+        if found == key and os.path.getsize(self.path) == size:
+            return
+        if found is not None:
+            warnings.warn(f"The cache {self.path} was made for other files or settings; "
+                          "rebuilding it. Give each generator its own cache file.",
+                          stacklevel=4)
+        temporary = f"{self.path}.tmp-{os.getpid()}"
+        with open(temporary, "wb") as f:
+            f.write(key.encode().ljust(KEY_BYTES, b" "))
+            f.truncate(size)  # sparse zeros: nothing filled yet
+        os.replace(temporary, self.path)
+
+    def _stored_key(self):
+        try:
+            with open(self.path, "rb") as f:
+                return f.read(KEY_BYTES).decode(errors="replace").strip()
+        except OSError:
+            return None
 
     def _arrays(self):
         if self._data is None:
-            n = self.num_samples
-            self._filled = np.memmap(self.path, dtype=np.uint8, mode="r+", shape=(n,))
-            self._data = np.memmap(self.path, dtype=np.uint8, mode="r+", offset=n,
-                                   shape=(n,) + self.sample_shape)
+            with self._lock:
+                if self._data is None:
+                    if self._stored_key() != self.key:
+                        raise RuntimeError(
+                            f"The cache file {self.path} was rebuilt for other files or "
+                            "settings after this generator was built (another generator "
+                            "uses the same path). Give each generator its own cache file.")
+                    n = self.num_samples
+                    self._filled = np.memmap(self.path, dtype=np.uint8, mode="r+",
+                                             offset=KEY_BYTES, shape=(n,))
+                    self._data = np.memmap(self.path, dtype=np.uint8, mode="r+",
+                                           offset=KEY_BYTES + n,
+                                           shape=(n,) + self.sample_shape)
         return self._data, self._filled
-
-    def __getstate__(self):
-        state = self.__dict__.copy()
-        state["_data"] = state["_filled"] = None
-        return state

@@ -56,6 +56,9 @@ class GeneratorCheckpoint(keras.callbacks.Callback):
                              "pass generator=the training generator.")
         return self.generator
 
+    def on_train_batch_begin(self, batch, logs=None):
+        self._generator()  # during training batches, the last begun is the training data
+
     def on_train_batch_end(self, batch, logs=None):
         if self.every_n_batches and (batch + 1) % self.every_n_batches == 0:
             _write_json(self.path, self._generator().get_state(batches_done=batch + 1))
@@ -109,14 +112,14 @@ class PipelineStats(keras.callbacks.Callback):
 
     def on_train_batch_end(self, batch, logs=None):
         self._step_ends.append(time.perf_counter())
-        gen = self._generator()
+        gen = self.generator if self._step_ends[1:] else self._generator()
         if gen is not None and gen._stats is not None and len(self._step_ends) == 1:
             first = [t for t in gen._stats.produced if t >= self._start]
             if not first:  # made before this epoch began (reset missed): count afresh
                 gen._stats.reset()
 
     def on_epoch_end(self, epoch, logs=None):
-        gen = self._generator()
+        gen = self.generator  # found during the training batches (not the validation data)
         if gen is None or gen._stats is None:
             raise ValueError("PipelineStats needs the training generator built with "
                              "stats=True (pass generator= if it is not found).")

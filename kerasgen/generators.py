@@ -102,7 +102,7 @@ class ArrayGenerator(Generator):
         if partners is None:
             return rows
         synthetic = partners >= 0
-        return samplers.blend_rows(rows, np.take(array, partners[synthetic], axis=0),
+        return batching.blend_rows(rows, np.take(array, partners[synthetic], axis=0),
                                    lams[synthetic], synthetic)
 
 
@@ -149,6 +149,14 @@ class _ImageFileGenerator(Generator):
         _checks.fail("cache", "None, 'memory' or a file path", cache, TypeError)
 
     def _check_image_options(self):
+        if self.on_error == "skip" and self.labels is None and self.label_mode not in (
+                None, "mask"):
+            raise ValueError(
+                "on_error='skip' replaces a bad image by another of its class, but with "
+                f"label_mode={self.label_mode!r} samples have no single class, so the "
+                "stand-in's image would not match the targets. Use on_error='raise' and "
+                "gen.validate() to find the bad files first."
+            )
         if self.rescale is not None and self.dtype not in ("float32", "float16"):
             raise ValueError(
                 f"`rescale` applies to float batches only. Received: rescale={self.rescale} "
@@ -183,12 +191,11 @@ class _ImageFileGenerator(Generator):
         threads = min(self._threads(), len(indices))
         with self._stage("decode"):
             if threads == 1:
-                self._load_chunk(indices, out, masks, direct)
+                self._load_chunk(indices, out, masks)
             else:
                 bounds = np.linspace(0, len(indices), threads + 1).astype(int)
                 futures = [self._pool().submit(self._load_chunk, indices[a:b], out[a:b],
-                                               None if masks is None else masks[a:b],
-                                               direct)
+                                               None if masks is None else masks[a:b])
                            for a, b in zip(bounds[:-1], bounds[1:])]  # views of out
                 for future in futures:
                     future.result()
@@ -197,8 +204,10 @@ class _ImageFileGenerator(Generator):
         if synthetic is not None:  # blend the decoded images; masks stay those of x_i
             rows = np.zeros(n, bool)
             rows[synthetic] = True
-            out = samplers.blend_rows(out[:n], out[n:], lams[synthetic], rows)
+            out = batching.blend_rows(out[:n], out[n:], lams[synthetic], rows)
             masks = None if masks is None else masks[:n]
+            if self.augment is None:
+                return self.finish_x(out), masks
         with self._stage("augment"):
             pairs = [self.augment_sample(out[k], p, None if masks is None else masks[k])
                      for k, p in enumerate(positions)]
@@ -210,24 +219,30 @@ class _ImageFileGenerator(Generator):
 
     # --------------------------------------------------------------- decoding
     def _threads(self):
+        """Decode threads of this process's pool: worker threads share one pool, so it
+        gets every core; worker processes each have their own, so they split them."""
         if self.decode_threads is not None:
             return self.decode_threads
-        return max(1, (os.cpu_count() or 1) // self.workers)
+        cores = os.cpu_count() or 1
+        return max(1, cores // self.workers) if self.use_multiprocessing else cores
 
     def _pool(self):
         """This process's decode pool; a forked worker process makes its own (a pool
         inherited through fork has no threads and would never run a task)."""
         executor = self._executor
         if executor is None or executor[0] != os.getpid():
-            executor = (os.getpid(), ThreadPoolExecutor(
-                self._threads(), thread_name_prefix="kerasgen-decode"))
-            self._executor = executor
+            with self._skip_lock:
+                executor = self._executor
+                if executor is None or executor[0] != os.getpid():
+                    executor = (os.getpid(), ThreadPoolExecutor(
+                        self._threads(), thread_name_prefix="kerasgen-decode"))
+                    self._executor = executor
         return executor[1]
 
-    def _load_chunk(self, indices, out, masks=None, convert=False):
+    def _load_chunk(self, indices, out, masks=None):
         """Decodes `indices` into `out` (a slice of the batch) and their masks into
-        `masks`; with `convert`, `out` has the final dtype and the chunk is converted
-        (and rescaled) here, in this thread."""
+        `masks`; when `out` has the final (non-uint8) dtype, the chunk is converted (and
+        rescaled) here, in this thread."""
         pixels = np.empty(out.shape, np.uint8) if out.dtype != np.uint8 else out
         for k, index in enumerate(indices):
             loaded = self._load_into(int(index), pixels[k])

@@ -184,9 +184,6 @@ def load_mask(path, image_size, out=None):
     return out
 
 
-_MALLOC_TUNED = False
-
-
 def tune_malloc(mmap_threshold=16 << 20, trim_threshold=512 << 20):
     """Opt-in: raises glibc's mmap and trim thresholds for the whole process (Linux,
     glibc). Returns whether they were set.
@@ -198,14 +195,12 @@ def tune_malloc(mmap_threshold=16 << 20, trim_threshold=512 << 20):
     threshold, so every batch gets fresh pages. Measure with benchmarks/images.py before
     using it; keep `mmap_threshold` above your batch's size in bytes.
     """
-    global _MALLOC_TUNED
     if not sys.platform.startswith("linux"):
         return False
     try:
         libc = ctypes.CDLL("libc.so.6")
         m_trim_threshold, m_mmap_threshold = -1, -3
-        _MALLOC_TUNED = bool(libc.mallopt(m_mmap_threshold, int(mmap_threshold))
-                             and libc.mallopt(m_trim_threshold, int(trim_threshold)))
+        return bool(libc.mallopt(m_mmap_threshold, int(mmap_threshold))
+                    and libc.mallopt(m_trim_threshold, int(trim_threshold)))
     except (OSError, AttributeError):  # not glibc (musl, macOS...)
-        _MALLOC_TUNED = False
-    return _MALLOC_TUNED
+        return False

@@ -126,6 +126,9 @@ def encode_class_labels(values, label_mode, class_names=None, num_classes=None,
                          num_classes)
     else:
         arr = np.asarray(values)
+        if arr.dtype == bool or (arr.dtype == object and all(
+                isinstance(v, (bool, np.bool_, numbers.Integral)) for v in arr)):
+            arr = arr.astype("int64")  # True/False columns, or ints from a database
         if arr.size and not np.issubdtype(arr.dtype, np.number):
             raise TypeError(
                 f"Labels must be class names (str) or integer ids for "

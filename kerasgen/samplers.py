@@ -17,7 +17,7 @@ import warnings
 
 import numpy as np
 
-from kerasgen import _checks, seeding
+from kerasgen import _checks, batching, seeding
 
 STRATEGIES = ("auto", "minority", "majority", "not minority", "not majority", "all")
 
@@ -51,6 +51,12 @@ class Plan:
             self.neighbours.prepare(self._upcoming_bases(start))
         partners[synthetic] = self.neighbours.resolve(bases, slots[synthetic])
         return indices, partners, self.lams[start:stop]
+
+    def prepare_all(self):
+        """Finds the neighbours of every synthetic entry now (before worker processes
+        fork, so they inherit them instead of each searching anew)."""
+        if self.slots is not None:
+            self.neighbours.prepare(self.indices[self.slots >= 0])
 
     def _upcoming_bases(self, start):
         """Bases of the next synthetic entries from `start`: a block that doubles with what
@@ -99,19 +105,15 @@ def target_counts(labels, sampling_strategy, kind, class_names=None):
         if kind == "under" and strategy == "minority":
             raise ValueError("sampling_strategy='minority' means nothing to an "
                              "under-sampler (the minority is already the smallest class).")
+        smallest = min(counts, key=lambda c: (counts[c], c))
+        largest = max(counts, key=lambda c: (counts[c], -c))
         chosen = {
-            "minority": [c for c, n in counts.items() if n == minority][:1],
-            "majority": [c for c, n in counts.items() if n == majority][:1],
-            "not minority": [c for c, n in counts.items() if n != minority] or [],
-            "not majority": [c for c, n in counts.items() if n != majority] or [],
+            "minority": [smallest],
+            "majority": [largest],
+            "not minority": [c for c in counts if c != smallest],  # imblearn: all but one
+            "not majority": [c for c in counts if c != largest],
             "all": list(counts),
         }[strategy]
-        if strategy == "not minority":  # imblearn: all but one minority class
-            smallest = min(counts, key=lambda c: (counts[c], c))
-            chosen = [c for c in counts if c != smallest]
-        if strategy == "not majority":
-            largest = max(counts, key=lambda c: (counts[c], -c))
-            chosen = [c for c in counts if c != largest]
         goal = majority if kind == "over" else minority
         return {c: (goal if c in chosen else n) for c, n in counts.items()}
     if isinstance(strategy, numbers.Real) and not isinstance(strategy, bool):
@@ -191,8 +193,9 @@ class Sampler:
             raise ValueError(f"`x` and `y` must hold the same number of samples. "
                              f"Received: len(x)={len(x)}, len(y)={len(y)}.")
         plan = self.plan(y, self.seed, 0, features=x.reshape(len(x), -1))
-        self.sampling_strategy_ = target_counts(y, self.sampling_strategy, self.kind)
-        return realise(plan, x, y)
+        x_res, y_res = realise(plan, x, y)
+        self.sampling_strategy_ = class_counts(y_res)  # {class: count after resampling}
+        return x_res, y_res
 
 
 def realise(plan, x, y):
@@ -203,20 +206,8 @@ def realise(plan, x, y):
     x_res = np.take(x, indices, axis=0)
     if partners is not None:
         rows = partners >= 0
-        x_res = blend_rows(x_res, np.take(x, partners[rows], axis=0), lams[rows], rows)
+        x_res = batching.blend_rows(x_res, np.take(x, partners[rows], axis=0), lams[rows], rows)
     return x_res, np.take(y, indices, axis=0)
-
-
-def blend_rows(batch, partner_rows, lams, rows):
-    """batch[rows] = batch[rows] + lams * (partner - batch[rows]), in float, cast back."""
-    shape = (-1,) + (1,) * (batch.ndim - 1)
-    base = batch[rows].astype(np.float32)
-    mixed = base + lams.reshape(shape).astype(np.float32) * (partner_rows - base)
-    if np.issubdtype(batch.dtype, np.integer):
-        mixed = np.rint(mixed)
-    out = batch.copy() if not batch.flags.writeable else batch
-    out[rows] = mixed.astype(batch.dtype)
-    return out
 
 
 class _RandomSampler(Sampler):
@@ -341,7 +332,7 @@ class SMOTE(Sampler):
         for c, target in targets.items():
             members = np.flatnonzero(labels == c)
             indices.append(members)
-            slots.append(np.full(len(members), -1, np.int8))
+            slots.append(np.full(len(members), -1, np.int32))
             lams.append(np.zeros(len(members), np.float32))
             n_new = target - len(members)
             if n_new <= 0:
@@ -350,7 +341,7 @@ class SMOTE(Sampler):
             rounds = int(np.ceil(n_new / len(members)))
             bases = np.concatenate([rng.permutation(members) for _ in range(rounds)])[:n_new]
             indices.append(bases)
-            slots.append(rng.integers(0, k, n_new).astype(np.int8))
+            slots.append(rng.integers(0, k, n_new).astype(np.int32))
             lams.append(rng.random(n_new, dtype=np.float32))
         indices, slots, lams = (np.concatenate(a) for a in (indices, slots, lams))
         order = _interleave(rng, slots >= 0)
@@ -477,9 +468,19 @@ def as_sampler(sampler):
         params = inspect.signature(plan).parameters.values()
         if any(p.kind is p.VAR_KEYWORD for p in params):
             return plan
-        return lambda labels, seed, epoch, **context: plan(labels, seed, epoch)
+        return _PlanOnly(sampler)
     _checks.fail("sampler", "None, a kg.samplers sampler, an imbalanced-learn sampler or "
                  "an object with a plan(labels, seed, epoch) method", sampler, TypeError)
+
+
+class _PlanOnly:
+    """A sampler whose plan takes (labels, seed, epoch) only (picklable, unlike a lambda)."""
+
+    def __init__(self, sampler):
+        self.sampler = sampler
+
+    def __call__(self, labels, seed, epoch, **context):
+        return self.sampler.plan(labels, seed, epoch)
 
 
 class _ImblearnSampler:

@@ -112,7 +112,7 @@ def _no_images_message(directory):
 
 
 def validation_subset(class_ids, num_samples, validation_split, subset, seed):
-    """Indices of `subset` ("training" | "validation" | "both") of a seeded split.
+    """Indices of `subset` ("training" | "validation") of a seeded split.
 
     The split is stratified by class: each class gives round(split * count) samples
     to validation. The two subsets never overlap and together hold every sample;

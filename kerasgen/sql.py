@@ -94,8 +94,6 @@ class _SQLFeatures(SQLGenerator, ArrayGenerator):
             for name in y_cols:
                 table.column(name, "y_col")
             y = _csv_labels(table, y_cols, label_mode, kwargs.pop("label_delimiter", "|"))
-            if label_mode != "multi_label" and not isinstance(y, np.ndarray):
-                y = np.asarray(y, dtype=object)
         self.table = table
         ArrayGenerator.__init__(self, x, y, label_mode=label_mode, **kwargs)
         self._sql_ready = True

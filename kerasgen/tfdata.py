@@ -1,5 +1,7 @@
 """tf.data interop (TensorFlow only): a generator's batches as a tf.data.Dataset."""
 
+import threading
+
 import numpy as np
 
 
@@ -26,20 +28,25 @@ def to_tf_dataset(gen, epochs=None, num_parallel_calls=None, prefetch=None):
     flat = tf.nest.flatten(structure)
     signature = tf.nest.map_structure(lambda v: _spec(tf, v), structure)
     dtypes = [tf.as_dtype(np.asarray(v).dtype) for v in flat]
-    views = {}
+    views, lock = {}, threading.Lock()
+
+    def view_for(epoch):
+        """The generator serving `epoch` (a few recent epochs are kept: tf.data threads
+        may still be finishing the previous one)."""
+        epoch = int(epoch)
+        with lock:
+            view = views.get(epoch)
+            if view is None:
+                view = views[epoch] = gen.at_epoch(epoch)
+                for old in [e for e in views if e < epoch - 2]:
+                    del views[old]
+        return view
 
     def load(epoch, index):
-        epoch, index = int(epoch), int(index)
-        view = views.get(epoch)
-        if view is None:
-            view = views[epoch] = gen.at_epoch(epoch)
-            for old in [e for e in views if e < epoch - 2]:  # keep a few epochs' views
-                views.pop(old, None)
-        return [np.asarray(v) for v in tf.nest.flatten(view[index])]
+        return [np.asarray(v) for v in tf.nest.flatten(view_for(epoch)[int(index)])]
 
     def one_epoch(epoch):
-        count = tf.numpy_function(lambda e: np.int64(len(gen.at_epoch(int(e)))), [epoch],
-                                  tf.int64)
+        count = tf.numpy_function(lambda e: np.int64(len(view_for(e))), [epoch], tf.int64)
         indices = tf.data.Dataset.range(count)
 
         def fetch(index):

@@ -103,17 +103,20 @@ class TFRecordGenerator(Generator):
         self.interpolation = images.check_interpolation(interpolation)
         self.rescale = rescale
         self._example = _import_example()
+        self._local = threading.local()
         self.index = index_records(self.paths, verbose)
         if not self.index:
             raise ValueError(f"No records in {', '.join(self.paths)}.")
-        labels = None
+        labels, self._numeric = None, None
         if self.label_key is not None or self.numeric_keys:
             labels, self._numeric = self._scan(verbose)
         if label_mode == "auto":
             label_mode = "categorical" if self.label_key is not None else None
-        self._local = threading.local()
         super().__init__(len(self.index), labels=labels, label_mode=label_mode,
                          class_names=class_names, **common)
+        if rescale is not None and self.dtype not in ("float32", "float16"):
+            raise ValueError(f"`rescale` applies to float batches only. Received: "
+                             f"rescale={rescale} with dtype={self.dtype!r}.")
 
     def _scan(self, verbose):
         """Labels (and numeric features) of every record, read once."""
@@ -141,11 +144,9 @@ class TFRecordGenerator(Generator):
 
     def _record(self, k):
         number, offset, length = self.index[k]
-        handles = getattr(self._local, "files", None) if hasattr(self, "_local") else None
+        handles = getattr(self._local, "files", None)
         if handles is None:
-            handles = {}
-            if hasattr(self, "_local"):
-                self._local.files = handles
+            handles = self._local.files = {}  # one open file per thread and TFRecord
         f = handles.get(number)
         if f is None:
             f = handles[number] = open(self.paths[number], "rb")
