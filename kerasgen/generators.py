@@ -371,7 +371,8 @@ class ImageFolderGenerator(_ImageFileGenerator):
             it is replaced by another sample of its class (chosen from the seed), with one
             warning; `gen.skipped` lists every skipped file. `gen.validate()` scans all
             files up front.
-        decode_threads: threads decoding each batch (default: cores // workers).
+        decode_threads: threads decoding each batch (default: every core, shared by worker
+            threads; cores // workers with worker processes).
         verbose: 0 hides progress bars (shown, with tqdm installed, for slow steps).
         **common: see `kg.Generator`.
     """
