@@ -124,6 +124,14 @@ class Generator(PyDataset):
         self.batch_augment = batch_augment
         self._batch_augmenter = (None if batch_augment is None
                                  else augment_mod.BatchAugment(batch_augment))
+        mixing = [type(s).__name__ for s in (self._batch_augmenter.steps
+                                             if self._batch_augmenter else [])
+                  if type(s).__name__ in ("MixUp", "CutMix")]
+        if mixing and label_mode not in ("categorical", "multi_label", None, AUTO):
+            raise ValueError(
+                f"{mixing[0]} in `batch_augment` mixes labels, so it needs float targets: "
+                f"label_mode='categorical' (or 'multi_label'). Received: "
+                f"label_mode={label_mode!r}.")
         if self._batch_augmenter is not None and self._batch_augmenter.uses_keras and (
                 use_multiprocessing):
             raise ValueError(
@@ -134,6 +142,11 @@ class Generator(PyDataset):
         self.mask_format = _checks.one_of("mask_format", mask_format, labels_mod.MASK_FORMATS)
         self.sampler = sampler
         self._sampler = samplers_mod.as_sampler(sampler)
+        if features is not None and len(features) != self.num_samples:
+            raise ValueError(
+                f"`features` must hold one row per sample ({self.num_samples}, in the order "
+                f"of this generator's samples). Received: {len(features)} rows."
+            )
         self._features = features
         if label_mode == AUTO:
             label_mode = "categorical" if labels is not None else None
@@ -479,8 +492,8 @@ class Generator(PyDataset):
 
     def stats(self, reset=False):
         """Where the time of making batches went (needs stats=True): batches, samples,
-        busy and wall seconds, batches/s, seconds per stage (read, decode, augment,
-        assemble; summed over decode threads), and `fit_wait_s`, the time model.fit
+        busy and wall seconds, batches/s, seconds per stage (list, read, decode, augment,
+        assemble; summed over batches), and `fit_wait_s`, the time model.fit
         waited on data in the last epoch (measured by kg.callbacks.PipelineStats).
         Counts batches made in this process (worker threads included, worker processes
         not). `reset=True` starts a new count after reading."""

@@ -75,7 +75,7 @@ def _bench(args):
           f"{' (processes)' if args.processes else ''}, cache {args.cache}, {args.dtype}")
     for row in rows:
         stages = row["stages_s"]
-        detail = ("stage seconds (summed over threads): " + ", ".join(
+        detail = ("stage seconds (summed over batches): " + ", ".join(
             f"{k} {v:.2f}" for k, v in stages.items() if v) if stages else
             "stages: made in worker processes, not counted here")
         print(f"  epoch {row['epoch']}: {row['images_per_s']:8.1f} images/s "

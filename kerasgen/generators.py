@@ -188,17 +188,9 @@ class _ImageFileGenerator(Generator):
         direct = self.augment is None and synthetic is None  # threads convert to dtype
         out = np.empty(shape, dtype=self.dtype if direct and self.dtype else np.uint8)
         masks = None if self.mask_paths is None else np.empty(shape[:3], np.uint16)
-        threads = min(self._threads(), len(indices))
         with self._stage("decode"):
-            if threads == 1:
-                self._load_chunk(indices, out, masks)
-            else:
-                bounds = np.linspace(0, len(indices), threads + 1).astype(int)
-                futures = [self._pool().submit(self._load_chunk, indices[a:b], out[a:b],
-                                               None if masks is None else masks[a:b])
-                           for a, b in zip(bounds[:-1], bounds[1:])]  # views of out
-                for future in futures:
-                    future.result()
+            self._in_threads(len(indices), lambda a, b: self._load_chunk(
+                indices[a:b], out[a:b], None if masks is None else masks[a:b]))
         if direct:
             return out, masks
         if synthetic is not None:  # blend the decoded images; masks stay those of x_i
@@ -208,9 +200,10 @@ class _ImageFileGenerator(Generator):
             masks = None if masks is None else masks[:n]
             if self.augment is None:
                 return self.finish_x(out), masks
-        with self._stage("augment"):
-            pairs = [self.augment_sample(out[k], p, None if masks is None else masks[k])
-                     for k, p in enumerate(positions)]
+        with self._stage("augment"):  # in the decode threads too: draws are per position
+            pairs = [pair for part in self._in_threads(len(positions), lambda a, b: [
+                self.augment_sample(out[k], positions[k], None if masks is None else masks[k])
+                for k in range(a, b)]) for pair in part]
         with self._stage("assemble"):
             out = self.assemble([x for x, _ in pairs], indices)
             if masks is not None:
@@ -218,6 +211,16 @@ class _ImageFileGenerator(Generator):
             return self.finish_x(out), masks
 
     # --------------------------------------------------------------- decoding
+    def _in_threads(self, n, work):
+        """Runs work(a, b) over contiguous chunks of range(n) on the pool (in this thread
+        when there is one); returns the results in chunk order."""
+        threads = min(self._threads(), n)
+        if threads <= 1:
+            return [work(0, n)]
+        bounds = np.linspace(0, n, threads + 1).astype(int)
+        futures = [self._pool().submit(work, a, b) for a, b in zip(bounds[:-1], bounds[1:])]
+        return [future.result() for future in futures]
+
     def _threads(self):
         """Decode threads of this process's pool: worker threads share one pool, so it
         gets every core; worker processes each have their own, so they split them."""

@@ -95,13 +95,20 @@ def encode_class_labels(values, label_mode, class_names=None, num_classes=None,
             f"Received: labels of shape {values.shape}. Use label_mode='multi_label' "
             "for multi-hot rows or label_mode='raw' for other targets."
         )
-    for i, v in enumerate(values):
-        if _is_missing(v):
-            raise ValueError(
-                f"Labels must not be missing or NaN. Received: {_plain(v)!r} at "
-                f"{_row_name(describe, i)}. Fill or drop that row."
-            )
-    strings = [isinstance(v, str) for v in values]
+    numeric = (isinstance(values, np.ndarray) and values.dtype != object
+               and np.issubdtype(values.dtype, np.number))
+    if numeric:  # vectorised: a million labels in milliseconds
+        missing = np.flatnonzero(np.isnan(values)) if np.issubdtype(
+            values.dtype, np.floating) else ()
+        missing_at = [int(i) for i in missing[:1]]
+    else:
+        missing_at = [i for i, v in enumerate(values) if _is_missing(v)][:1]
+    for i in missing_at:
+        raise ValueError(
+            f"Labels must not be missing or NaN. Received: {_plain(values[i])!r} at "
+            f"{_row_name(describe, i)}. Fill or drop that row."
+        )
+    strings = [False] * len(values) if numeric else [isinstance(v, str) for v in values]
     if any(strings) and not all(strings):
         raise ValueError(
             "Labels must be all class names (str) or all integer ids, not a mix. "

@@ -27,7 +27,9 @@ class Plan:
     and a mixing weight `lam` (originals have slot -1)."""
 
     def __init__(self, indices, slots=None, lams=None, neighbours=None):
-        self.indices = np.asarray(indices, dtype=np.int64)
+        indices = np.asarray(indices)
+        self.indices = indices if indices.dtype in (np.int32, np.int64) else indices.astype(
+            np.int64)
         self.slots = slots
         self.lams = lams
         self.neighbours = neighbours  # resolves (i, slot) -> j
@@ -328,11 +330,12 @@ class SMOTE(Sampler):
                              "image generators pass features= or let them make thumbnails.")
         rng = seeding.rng(seed, seeding.SAMPLER, epoch)
         neighbours = _neighbour_cache(self, features, labels, targets)
+        index_type = np.int32 if len(labels) < 2**31 else np.int64  # plans stay compact
         indices, slots, lams = [], [], []
         for c, target in targets.items():
-            members = np.flatnonzero(labels == c)
+            members = np.flatnonzero(labels == c).astype(index_type)
             indices.append(members)
-            slots.append(np.full(len(members), -1, np.int32))
+            slots.append(np.full(len(members), -1, np.int16))
             lams.append(np.zeros(len(members), np.float32))
             n_new = target - len(members)
             if n_new <= 0:
@@ -341,7 +344,7 @@ class SMOTE(Sampler):
             rounds = int(np.ceil(n_new / len(members)))
             bases = np.concatenate([rng.permutation(members) for _ in range(rounds)])[:n_new]
             indices.append(bases)
-            slots.append(rng.integers(0, k, n_new).astype(np.int32))
+            slots.append(rng.integers(0, k, n_new).astype(np.int16))
             lams.append(rng.random(n_new, dtype=np.float32))
         indices, slots, lams = (np.concatenate(a) for a in (indices, slots, lams))
         order = _interleave(rng, slots >= 0)
@@ -351,10 +354,10 @@ class SMOTE(Sampler):
 def _interleave(rng, synthetic):
     """A random order that keeps the synthetic entries in their given order (so bases are
     met round by round, and neighbour blocks are computed in turn)."""
-    order = rng.permutation(len(synthetic))
-    out = order.copy()
-    out[np.flatnonzero(synthetic[order])] = np.flatnonzero(synthetic)
-    return out
+    order = np.arange(len(synthetic), dtype=np.int32 if len(synthetic) < 2**31 else np.int64)
+    rng.shuffle(order)  # in place: no int64 copy of a long plan
+    order[np.flatnonzero(synthetic[order])] = np.flatnonzero(synthetic)
+    return order
 
 
 def _neighbour_cache(sampler, features, labels, targets):
@@ -383,7 +386,6 @@ class NeighbourCache:
         self.k = {}
         self.models = {}
         self.members = {}
-        self.table = {}
         self._lock = threading.Lock()
         for c in classes:
             members = np.flatnonzero(labels == c)
@@ -397,6 +399,13 @@ class NeighbourCache:
                               "for it.", stacklevel=4)
             self.k[c] = k
             self.members[c] = members
+        # Neighbours in one int32 table, a row per sample of the classes to grow
+        # (-1: not found yet), and each sample's row.
+        self.row = np.full(len(labels), -1, np.int32)
+        grown = np.concatenate([self.members[c] for c in classes]) if classes else []
+        self.row[grown] = np.arange(len(grown), dtype=np.int32)
+        self.table = np.full((len(grown), max(self.k.values(), default=1)), -1, np.int32)
+        self._known = 0
 
     def k_for(self, c):
         return self.k[c]
@@ -425,34 +434,33 @@ class NeighbourCache:
         self._lock = threading.Lock()
 
     def num_known(self):
-        return len(self.table)
+        return self._known
 
     def known(self, bases):
-        table = self.table
-        return all(b in table for b in bases.tolist())
+        return bool((self.table[self.row[bases], 0] >= 0).all())
 
     def prepare(self, bases):
         """Computes the neighbours of those `bases` not known yet."""
         with self._lock:
-            missing = np.unique([b for b in bases.tolist() if b not in self.table])
+            missing = np.unique(bases[self.table[self.row[bases], 0] < 0])
             if len(missing):
                 self._compute(missing)
 
     def resolve(self, bases, slots):
         """j for each (base, slot): the slot-th nearest same-class neighbour of base."""
-        self.prepare(bases)
-        table = self.table
-        return np.array([table[b][s] for b, s in zip(bases.tolist(), slots.tolist())],
-                        dtype=np.int64)
+        if not self.known(bases):
+            self.prepare(bases)
+        return self.table[self.row[bases], slots].astype(np.int64)
 
     def _compute(self, bases):
         for c in np.unique(self.labels[bases]):
+            c = int(c)
             group = bases[self.labels[bases] == c]
-            _, found = self._model(int(c)).kneighbors(self._points(group))
-            members = self.members[int(c)]
-            for b, row in zip(group.tolist(), found):
-                neighbours = [members[r] for r in row if members[r] != b][:self.k[int(c)]]
-                self.table[b] = neighbours
+            _, found = self._model(c).kneighbors(self._points(group))
+            members, k = self.members[c], self.k[c]
+            for b, row in zip(group.tolist(), members[found]):
+                self.table[self.row[b], :k] = row[row != b][:k]
+            self._known += len(group)
 
 
 def as_sampler(sampler):
@@ -485,7 +493,8 @@ class _PlanOnly:
 
 class _ImblearnSampler:
     """Runs an imbalanced-learn under/over-sampler each epoch with a seed derived from
-    (seed, epoch), and takes its `sample_indices_` as the plan."""
+    (seed, epoch), on the generator's feature space (the data for arrays, `features=` or
+    thumbnails for images), and takes its `sample_indices_` as the plan."""
 
     def __init__(self, sampler):
         self.sampler = sampler
@@ -499,7 +508,11 @@ class _ImblearnSampler:
         sampler = clone(self.sampler)
         if "random_state" in sampler.get_params():
             sampler.set_params(random_state=int(rng.integers(2**31)))
-        x = np.arange(len(labels)).reshape(-1, 1)
+        features = context.get("features")
+        if features is None:  # Random samplers never look at x
+            x = np.arange(len(labels)).reshape(-1, 1)
+        else:  # NearMiss, TomekLinks... choose by the features
+            x = np.asarray(features[np.arange(len(labels))], np.float32).reshape(len(labels), -1)
         sampler.fit_resample(x, np.asarray(labels))
         if not hasattr(sampler, "sample_indices_"):
             raise TypeError(

@@ -11,8 +11,8 @@ _OFF = contextlib.nullcontext()
 class PipelineStats:
     """Time per stage and per batch, for the batches made in this process.
 
-    Stage times are summed over threads (decode runs on several), so they can add up to
-    more than the wall time; `busy_s` is the wall time spent inside `gen[i]`.
+    Stage times are summed over batches; batches made at once by worker threads overlap,
+    so the sums can exceed the wall time. `busy_s` sums the time spent inside `gen[i]`.
     """
 
     def __init__(self):

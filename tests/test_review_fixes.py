@@ -125,3 +125,30 @@ def test_integer_and_boolean_labels_from_databases_and_frames(tmp_path):
     flags = kg.ArrayGenerator(np.zeros((4, 1)), np.array([True, False, True, True]),
                               label_mode="binary", shuffle=False)
     assert flags[0][1][:, 0].tolist() == [1, 0, 1, 1]
+
+
+def test_feature_based_imbalanced_learn_samplers_see_the_features():
+    from imblearn.under_sampling import NearMiss
+
+    rng = np.random.default_rng(0)
+    x = np.concatenate([rng.normal(size=(60, 2)), rng.normal(size=(15, 2)) + 1.0])
+    y = np.array([0] * 60 + [1] * 15)
+    gen = kg.ArrayGenerator(x, y, sampler=NearMiss(), label_mode="int")
+    expected = NearMiss().fit(x, y)
+    expected.fit_resample(x, y)
+    assert sorted(gen.epoch_plan().tolist()) == sorted(expected.sample_indices_.tolist())
+
+
+def test_features_must_match_the_samples(image_folder):
+    with pytest.raises(ValueError, match=r"`features` must hold one row per sample \(12"):
+        kg.ImageFolderGenerator(image_folder, features=np.zeros((10, 3)),
+                                sampler=kg.samplers.SMOTE())
+
+
+def test_mixup_with_integer_labels_fails_before_training():
+    import keras
+
+    x = np.zeros((8, 16, 16, 3), np.uint8)
+    with pytest.raises(ValueError, match="MixUp in `batch_augment` mixes labels"):
+        kg.ArrayGenerator(x, np.arange(8) % 2, label_mode="int",
+                          batch_augment=keras.layers.MixUp())
