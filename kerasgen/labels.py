@@ -83,6 +83,15 @@ def _resolve_num_classes(num_classes, inferred):
     return num_classes
 
 
+def _as_ids(arr):
+    """Class ids as int32 (half the memory of int64 for a million labels) when they fit."""
+    if not arr.size:
+        return np.zeros(0, np.int32)
+    if np.issubdtype(arr.dtype, np.integer) and (arr.min() < -2**31 or arr.max() >= 2**31):
+        return arr.astype(np.int64)
+    return arr.astype(np.int32)
+
+
 def encode_class_labels(values, label_mode, class_names=None, num_classes=None,
                         describe=None):
     """Targets from one label per sample: class names (str) or integer class ids."""
@@ -141,8 +150,9 @@ def encode_class_labels(values, label_mode, class_names=None, num_classes=None,
                 f"Labels must be class names (str) or integer ids for "
                 f"label_mode={label_mode!r}. Received: dtype {arr.dtype}."
             )
-        ids = arr.astype("int64") if arr.size else np.zeros(0, "int64")
-        if arr.size and not np.array_equal(ids, arr):
+        ids = _as_ids(arr)
+        if arr.size and not np.issubdtype(arr.dtype, np.integer) and not np.array_equal(
+                ids, arr):
             i = int(np.flatnonzero(ids != arr)[0])
             raise ValueError(
                 f"Class ids must be integers. Received: {_plain(arr[i])!r} at "
@@ -240,7 +250,7 @@ def encode_raw(values, describe=None):
     class_ids = None
     flat = arr[:, 0] if arr.ndim == 2 and arr.shape[1] == 1 else arr
     if flat.ndim == 1 and np.issubdtype(flat.dtype, np.integer):
-        class_ids = flat.astype("int64")
+        class_ids = _as_ids(flat)
     return Targets("raw", raw=arr, class_ids=class_ids)
 
 

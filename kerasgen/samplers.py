@@ -348,15 +348,21 @@ class SMOTE(Sampler):
             lams.append(rng.random(n_new, dtype=np.float32))
         indices, slots, lams = (np.concatenate(a) for a in (indices, slots, lams))
         order = _interleave(rng, slots >= 0)
-        return Plan(indices[order], slots[order], lams[order], neighbours)
+        indices = indices[order]  # one array at a time: the plan's peak memory stays low
+        slots = slots[order]
+        lams = lams[order]
+        del order
+        return Plan(indices, slots, lams, neighbours)
 
 
 def _interleave(rng, synthetic):
     """A random order that keeps the synthetic entries in their given order (so bases are
     met round by round, and neighbour blocks are computed in turn)."""
-    order = np.arange(len(synthetic), dtype=np.int32 if len(synthetic) < 2**31 else np.int64)
+    index_type = np.int32 if len(synthetic) < 2**31 else np.int64
+    order = np.arange(len(synthetic), dtype=index_type)
     rng.shuffle(order)  # in place: no int64 copy of a long plan
-    order[np.flatnonzero(synthetic[order])] = np.flatnonzero(synthetic)
+    places = np.flatnonzero(synthetic[order]).astype(index_type)
+    order[places] = np.flatnonzero(synthetic).astype(index_type)
     return order
 
 
