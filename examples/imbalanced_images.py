@@ -26,6 +26,7 @@ import numpy as np  # noqa: E402
 from sklearn.datasets import load_digits  # noqa: E402
 
 import kerasgen as kg  # noqa: E402
+from quickstart import build_model  # noqa: E402  (the same small CNN as the quick start)
 
 RARE = (1, 5, 8)        # the digits made rare
 KEEP_RARE = 0.10        # fraction of their images kept
@@ -50,19 +51,6 @@ def write_imbalanced_digits(root):
             cv2.imwrite(os.path.join(folder, f"{k:04d}.png"), pixels)
         counts[digit] = len(members)
     return counts
-
-
-def build_model(num_classes):
-    return keras.Sequential([
-        keras.Input((16, 16, 1)),
-        keras.layers.Conv2D(16, 3, padding="same", activation="relu"),
-        keras.layers.MaxPooling2D(),
-        keras.layers.Conv2D(32, 3, padding="same", activation="relu"),
-        keras.layers.MaxPooling2D(),
-        keras.layers.Flatten(),
-        keras.layers.Dropout(0.25),
-        keras.layers.Dense(num_classes, activation="softmax"),
-    ])
 
 
 def make_sampler(name):
