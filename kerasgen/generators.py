@@ -179,6 +179,8 @@ class _ImageFileGenerator(Generator):
         return out
 
     def load_batch(self, indices, positions, partners=None, lams=None):
+        if self.augment is not None and partners is None:
+            return self._load_augmented(indices, positions)
         height, width = self.image_size
         synthetic = None if partners is None else np.flatnonzero(partners >= 0)
         if synthetic is not None:  # decode the partners too, after the batch's own rows
@@ -209,6 +211,44 @@ class _ImageFileGenerator(Generator):
             if masks is not None:
                 masks = self.assemble([m for _, m in pairs], indices)
             return self.finish_x(out), masks
+
+    def _load_augmented(self, indices, positions):
+        """Decodes, augments and converts each sample in the pool's threads, straight into
+        the batch (sample 0 first, here, to learn the augmented shape)."""
+        height, width = self.image_size
+        channels = images.COLOR_MODES[self.color_mode]
+
+        def one(k):
+            pixels = np.empty((height, width, channels), np.uint8)
+            mask = None
+            with self._stage("decode"):
+                loaded = self._load_into(int(indices[k]), pixels)
+                if self.mask_paths is not None:
+                    mask = images.load_mask(self.mask_paths[loaded], self.image_size)
+            with self._stage("augment"):
+                return self.augment_sample(pixels, positions[k], mask)
+
+        def put(k, sample, batch, rescale):
+            sample = np.asarray(sample)
+            if sample.shape != batch.shape[1:]:  # the error names the sample
+                batching.write(batch, k, sample, lambda: self.describe_sample(int(indices[k])))
+            batching.convert_into(batch[k], sample, rescale)
+
+        x0, m0 = one(0)
+        x0 = np.asarray(x0)
+        out = np.empty((len(indices),) + x0.shape, self.dtype or x0.dtype)
+        masks = None if m0 is None else np.empty((len(indices),) + np.shape(m0), np.int32)
+
+        def chunk(a, b):
+            for k in range(a, b):
+                x, m = (x0, m0) if k == 0 else one(k)
+                with self._stage("assemble"):
+                    put(k, x, out, self.rescale)
+                    if masks is not None:
+                        put(k, m, masks, None)
+
+        self._in_threads(len(indices), chunk)
+        return out, masks
 
     # --------------------------------------------------------------- decoding
     def _in_threads(self, n, work):
