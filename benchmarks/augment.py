@@ -49,6 +49,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from machine import machine_busy_seconds  # noqa: E402
 
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
@@ -72,6 +73,7 @@ EXTENSIONS = (".jpg", ".jpeg")
 
 
 # ---------------------------------------------------------------------------- data
+
 def default_folder(num_files):
     return DATA_ROOT / ("photos" if num_files == DEFAULT_NUM_FILES else f"photos-{num_files}")
 
@@ -111,15 +113,6 @@ def warm_page_cache(paths):
 
 
 # ---------------------------------------------------------------------------- CPU hygiene
-def machine_busy_seconds():
-    """CPU seconds all processes spent busy since boot (Linux /proc/stat), or None."""
-    try:
-        with open("/proc/stat") as f:
-            fields = [int(v) for v in f.readline().split()[1:]]
-    except (OSError, ValueError):
-        return None
-    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)  # idle + iowait
-    return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")
 
 
 class CpuMeter:

@@ -57,6 +57,7 @@ if str(ROOT) not in sys.path:
 
 import cv2  # noqa: E402
 import numpy as np  # noqa: E402
+from machine import machine_busy_seconds as _machine_busy_seconds  # noqa: E402
 
 IMAGE_SIZE = (224, 224)  # (height, width)
 BATCH_SIZE = 32
@@ -69,6 +70,7 @@ DEFAULT_DATA = ROOT / "benchmarks" / ".data" / "photos"
 
 
 # ---------------------------------------------------------------------------- data
+
 def expected_files(num_files):
     """Relative paths of the files a folder of `num_files` holds (file i -> class i % 10)."""
     return [f"class_{i % NUM_CLASSES:02d}/img_{i:05d}.jpg" for i in range(num_files)]
@@ -274,15 +276,6 @@ def practical_limit(paths, cores):
     return elapsed / cores, len(paths)
 
 
-def _machine_busy_seconds():
-    """CPU seconds all processes spent busy since boot (Linux /proc/stat), or None."""
-    try:
-        with open("/proc/stat") as f:
-            fields = [int(v) for v in f.readline().split()[1:]]
-    except (OSError, ValueError):
-        return None
-    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)  # idle + iowait
-    return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")
 
 
 class CpuMeter:

@@ -60,6 +60,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 import numpy as np  # noqa: E402
+from machine import machine_busy_seconds as _machine_busy_seconds  # noqa: E402
 
 TEST_SIZE = 0.3
 RARE_FRACTION = 0.10
@@ -69,15 +70,7 @@ TARGETS = {"first_batch_speedup": 3.0, "epoch_ratio": 1.5, "memory_ratio": 10.0,
 
 
 # ---------------------------------------------------------------------------- machine
-def _machine_busy_seconds():
-    """CPU seconds all processes spent busy since boot (Linux /proc/stat), or None."""
-    try:
-        with open("/proc/stat") as f:
-            fields = [int(v) for v in f.readline().split()[1:]]
-    except (OSError, ValueError):
-        return None
-    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)  # idle + iowait
-    return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")
+
 
 
 def _own_seconds():
