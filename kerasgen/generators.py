@@ -9,7 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from kerasgen import _checks, batching, images, samplers, seeding, sources
+from kerasgen import _checks, batching, images, seeding, sources
 from kerasgen import cache as cache_mod
 from kerasgen.base import Generator
 from kerasgen.progress import progress

@@ -1,7 +1,6 @@
 """Image decoding and resizing with OpenCV (which releases the GIL)."""
 
 import ctypes
-import os
 import sys
 
 import cv2

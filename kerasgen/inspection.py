@@ -6,7 +6,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from kerasgen import images, sources
+from kerasgen import sources
 from kerasgen.progress import progress
 
 
