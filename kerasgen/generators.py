@@ -179,38 +179,39 @@ class _ImageFileGenerator(Generator):
         return out
 
     def load_batch(self, indices, positions, partners=None, lams=None):
-        if self.augment is not None and partners is None:
-            return self._load_augmented(indices, positions)
+        if partners is None:
+            if self.augment is not None:
+                return self._load_augmented(indices, positions)
+            return self._decode(indices, self.dtype or np.uint8)  # threads convert
+        # SMOTE: decode the partners after the batch's own rows, blend, then augment
+        n, synthetic = len(indices), np.flatnonzero(partners >= 0)
+        out, masks = self._decode(np.concatenate([indices, partners[synthetic]]), np.uint8)
+        rows = np.zeros(n, bool)
+        rows[synthetic] = True
+        out = batching.blend_rows(out[:n], out[n:], lams[synthetic], rows)
+        masks = None if masks is None else masks[:n]  # a synthetic sample keeps x_i's mask
+        if self.augment is not None:
+            with self._stage("augment"):
+                pairs = [pair for part in self._in_threads(n, lambda a, b: [
+                    self.augment_sample(out[k], positions[k],
+                                        None if masks is None else masks[k])
+                    for k in range(a, b)]) for pair in part]
+            with self._stage("assemble"):
+                out = self.assemble([x for x, _ in pairs], indices)
+                if masks is not None:
+                    masks = self.assemble([m for _, m in pairs], indices)
+        return self.finish_x(out), masks
+
+    def _decode(self, indices, dtype):
+        """Decodes `indices` (and their masks) on the pool into a new batch of `dtype`."""
         height, width = self.image_size
-        synthetic = None if partners is None else np.flatnonzero(partners >= 0)
-        if synthetic is not None:  # decode the partners too, after the batch's own rows
-            n = len(indices)
-            indices = np.concatenate([indices, partners[synthetic]])
         shape = (len(indices), height, width, images.COLOR_MODES[self.color_mode])
-        direct = self.augment is None and synthetic is None  # threads convert to dtype
-        out = np.empty(shape, dtype=self.dtype if direct and self.dtype else np.uint8)
+        out = np.empty(shape, dtype=dtype)
         masks = None if self.mask_paths is None else np.empty(shape[:3], np.uint16)
         with self._stage("decode"):
             self._in_threads(len(indices), lambda a, b: self._load_chunk(
                 indices[a:b], out[a:b], None if masks is None else masks[a:b]))
-        if direct:
-            return out, masks
-        if synthetic is not None:  # blend the decoded images; masks stay those of x_i
-            rows = np.zeros(n, bool)
-            rows[synthetic] = True
-            out = batching.blend_rows(out[:n], out[n:], lams[synthetic], rows)
-            masks = None if masks is None else masks[:n]
-            if self.augment is None:
-                return self.finish_x(out), masks
-        with self._stage("augment"):  # in the decode threads too: draws are per position
-            pairs = [pair for part in self._in_threads(len(positions), lambda a, b: [
-                self.augment_sample(out[k], positions[k], None if masks is None else masks[k])
-                for k in range(a, b)]) for pair in part]
-        with self._stage("assemble"):
-            out = self.assemble([x for x, _ in pairs], indices)
-            if masks is not None:
-                masks = self.assemble([m for _, m in pairs], indices)
-            return self.finish_x(out), masks
+        return out, masks
 
     def _load_augmented(self, indices, positions):
         """Decodes, augments and converts each sample in the pool's threads, straight into
