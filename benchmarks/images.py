@@ -10,12 +10,21 @@ Standalone script (never part of the test suite). It
    uint8, bilinear default; "area" as an info row), a plain tutorial-style Sequence,
    tf.data by hand, keras.utils.image_dataset_from_directory, the practical limit (bare
    cv2 loop on one core times the core count) and kerasgen's warm decoded-image caches;
-3. times one epoch of `model.fit` of a tiny model fed by each pipeline;
+3. times one epoch of `model.fit` of a tiny model fed by each pipeline, each epoch in a
+   fresh process (see below);
 4. prints images/s per pipeline and the ratios the project targets (PASS / MISS).
 
-Everything above runs in this process with glibc's default malloc, as users run it:
-kerasgen no longer touches malloc unless `kerasgen.images.tune_malloc()` is called, and
-this process never calls it (it checks, and stops if the thresholds were raised anyway).
+The standalone passes run in this process with glibc's default malloc, as users run them:
+kerasgen touches malloc only inside Keras's epochs (see kerasgen/_malloc.py) or when
+`kerasgen.images.tune_malloc()` is called, and this process does neither (it checks, and
+stops if the thresholds were set anyway).
+
+Each model.fit epoch runs in a fresh process (this script with the hidden `--part fit`):
+TensorFlow pins glibc's mmap threshold whenever Keras feeds a PyDataset, for the rest of
+the process, and kerasgen sets it back during its epochs; in one process, whichever row
+ran first would change the malloc every later row runs with. A fresh process per epoch is
+also how users run `fit`. The child warms up (2 steps), then fits 2 epochs and times the
+second: the steady state of a training run.
 
 `tune_malloc()` is an opt-in that changes glibc's malloc for the whole process, so it is
 measured in a child process: this script again with the hidden `--part tuned`, which calls
@@ -354,7 +363,10 @@ class Results:
                       flush=True)
             try:
                 with CpuMeter() as meter:
-                    seconds, seen = fn()
+                    result = fn()
+                seconds, seen = result[:2]
+                if len(result) > 2:  # timed in a child process, which measured its cores
+                    meter.proc_cores, meter.other_cores = result[2]
             except Unavailable as error:
                 self.unavailable[name] = str(error)
                 print(f"  {name}: not available ({error})", flush=True)
@@ -445,9 +457,12 @@ KG_F32_TUNED = "kerasgen float32 with tune_malloc() (info)"
 LIMIT_TUNED = "practical limit with tune_malloc() (info)"
 
 MAIN, TUNED = "main", "tuned"  # this process, and the tune_malloc() child (--part tuned)
+FIT_PART = "fit"  # a fresh process per model.fit epoch (--part fit --fit-row NAME)
 PROCESS_TITLES = {
     MAIN: "main process: glibc's default malloc, nothing tuned (as users run it)",
     TUNED: "child process: kerasgen.images.tune_malloc() called first (opt-in)",
+    FIT_PART: "a fresh process per epoch, as users run fit (TensorFlow's malloc pin stays "
+              "in it)",
 }
 
 
@@ -591,56 +606,100 @@ def tiny_model(rescale):
     return model
 
 
-def run_fit(folder, repeats):
-    res = Results(None)
-    paths, _ = list_files(folder)
-    res.num_files = len(paths)
-    plain_cls = make_plain_sequence_class()
+FIT_KG_F32_LEAVE = "fit: kerasgen float32, KERASGEN_MALLOC=leave (info)"
+FIT_SPECS = {  # name: (pipeline, the model needs Rescaling(1/255), extra environment)
+    FIT_KG_F32: ("kerasgen float32", False, {}),
+    FIT_KG_U8: ("kerasgen uint8", True, {}),
+    FIT_PLAIN: ("plain", False, {}),
+    FIT_TFDATA: ("tf.data", False, {}),
+    FIT_IDFD: ("idfd", True, {}),
+    FIT_KG_F32_LEAVE: ("kerasgen float32", False, {"KERASGEN_MALLOC": "leave"}),
+}
 
-    def plain():
-        p, y = list_files(folder)
-        return plain_cls(p, y, batch_size=BATCH_SIZE, image_size=IMAGE_SIZE)
 
-    def tfdata():
-        p, y = list_files(folder)
+def fit_pipeline(folder, pipeline):
+    """A fresh input pipeline for one model.fit epoch."""
+    if pipeline == "kerasgen float32":
+        return kerasgen_generator(folder, "float32")
+    if pipeline == "kerasgen uint8":
+        return kerasgen_generator(folder, "uint8")
+    p, y = list_files(folder)
+    if pipeline == "plain":
+        return make_plain_sequence_class()(p, y, batch_size=BATCH_SIZE,
+                                           image_size=IMAGE_SIZE)
+    if pipeline == "tf.data":
         return make_tf_dataset(p, y)
+    return make_keras_dataset(folder)
 
-    specs = [  # name, factory, the model needs Rescaling(1/255)
-        (FIT_KG_F32, lambda: kerasgen_generator(folder, "float32"), False),
-        (FIT_KG_U8, lambda: kerasgen_generator(folder, "uint8"), True),
-        (FIT_PLAIN, plain, False),
-        (FIT_TFDATA, tfdata, False),
-        (FIT_IDFD, lambda: make_keras_dataset(folder), True),
-    ]
-    models = {}
-    print("model.fit: building and warming up one model per pipeline (2 steps each)",
-          flush=True)
-    for name, factory, rescale in specs:
-        try:
-            model = tiny_model(rescale)
-            model.fit(factory(), epochs=1, steps_per_epoch=2, shuffle=False, verbose=0)
-            models[name] = model
-        except Unavailable as error:
-            res.unavailable[name] = str(error)
-            print(f"  {name}: not available ({error})", flush=True)
-        except Exception as error:  # noqa: BLE001
-            res.errors[name] = f"warm-up: {type(error).__name__}: {error}"
-            print(f"  {name}: FAILED in warm-up {type(error).__name__}: {error}", flush=True)
-            traceback.print_exc(limit=4)
-    for rep in range(repeats):
-        print(f"model.fit, 1 epoch, repeat {rep + 1}/{repeats}", flush=True)
-        for name, factory, _ in specs:
-            if name not in models:
-                continue
 
-            def fit(model=models[name], factory=factory):
-                def run():
-                    history = model.fit(factory(), epochs=1, shuffle=False, verbose=0)
-                    if not np.isfinite(history.history["loss"][-1]):
-                        raise RuntimeError("loss is not finite")
-                    return res.num_files
-                return timed(run)
-            res.measure(name, fit)
+def fit_part(args):
+    """The child process of one model.fit row: builds the model, warms up (2 steps,
+    untimed), then fits 2 epochs and times the second (steady state: the first pays for
+    this fresh process's thread pools and heaps); writes seconds, images and its cores
+    to --part-out."""
+    import keras
+
+    pipeline, rescale, _ = FIT_SPECS[args.fit_row]
+    model = tiny_model(rescale)
+    model.fit(fit_pipeline(args.data, pipeline), epochs=1, steps_per_epoch=2,
+              shuffle=False, verbose=0)
+    gc.collect()
+    timing = {}
+
+    class TimeSecondEpoch(keras.callbacks.Callback):
+        def on_epoch_begin(self, epoch, logs=None):
+            if epoch == 1:
+                timing["waited"] = wait_for_quiet(args.max_other, args.quiet_wait)
+                timing["meter"] = CpuMeter().__enter__()
+                timing["start"] = time.perf_counter()
+
+        def on_epoch_end(self, epoch, logs=None):
+            if epoch == 1:
+                timing["seconds"] = time.perf_counter() - timing["start"]
+                timing["meter"].__exit__(None, None, None)
+
+    history = model.fit(fit_pipeline(args.data, pipeline), epochs=2, shuffle=False,
+                        verbose=0, callbacks=[TimeSecondEpoch()])
+    if not np.isfinite(history.history["loss"][-1]):
+        raise RuntimeError("loss is not finite")
+    from kerasgen import _malloc
+
+    meter = timing["meter"]
+    with open(args.part_out, "w") as f:
+        json.dump({"seconds": timing["seconds"], "seen": len(list_files(args.data)[0]),
+                   "cores": [meter.proc_cores, meter.other_cores],
+                   "waited": timing["waited"], "malloc_set": _malloc.times_applied()}, f)
+
+
+def run_fit_process(args, name):
+    """Runs one model.fit row's epoch in a fresh process; returns (seconds, images,
+    (its cores, other processes' cores))."""
+    with tempfile.TemporaryDirectory(prefix="kerasgen-bench-fit-") as tmp:
+        out = os.path.join(tmp, "fit.json")
+        cmd = [sys.executable, os.path.abspath(__file__), "--part", FIT_PART,
+               "--fit-row", name, "--part-out", out, "--data", args.data,
+               "--num-files", str(args.num_files), "--max-other", repr(args.max_other),
+               "--quiet-wait", repr(args.quiet_wait)]
+        sys.stdout.flush()
+        env = dict(os.environ, **FIT_SPECS[name][2])
+        code = subprocess.run(cmd, env=env, check=False).returncode
+        if code != 0 or not os.path.exists(out):
+            raise RuntimeError(f"the model.fit process failed (exit code {code})")
+        with open(out) as f:
+            payload = json.load(f)
+    return payload["seconds"], payload["seen"], tuple(payload["cores"])
+
+
+def run_fit(args):
+    """Each model.fit epoch runs in a fresh process, round robin over the rows: glibc's
+    malloc settings are per process, and TensorFlow changes them whenever Keras feeds a
+    PyDataset, so one process would let the rows run before change the ones after."""
+    res = Results(len(list_files(args.data)[0]))
+    for rep in range(args.fit_repeats):
+        print(f"model.fit, 1 epoch, fresh process per run, repeat "
+              f"{rep + 1}/{args.fit_repeats}", flush=True)
+        for name in FIT_SPECS:
+            res.measure(name, lambda name=name: run_fit_process(args, name))
     return res
 
 
@@ -688,7 +747,8 @@ STANDALONE_ROWS = {
            fill_pass_name(CACHE_MEM), CACHE_MEM, fill_pass_name(CACHE_FILE), CACHE_FILE],
     TUNED: [KG_F32_TUNED, LIMIT_TUNED],
 }
-FIT_ROWS = {MAIN: [FIT_KG_F32, FIT_KG_U8, FIT_PLAIN, FIT_TFDATA, FIT_IDFD], TUNED: []}
+FIT_ROWS = {MAIN: [], TUNED: [], FIT_PART: list(FIT_SPECS)}
+STANDALONE_ROWS[FIT_PART] = []
 
 
 def ratio(numerator, denominator):
@@ -727,7 +787,7 @@ def report(standalone, fit, cores, args, wall):
         lines.append("")
         lines.append(header("pipeline, one pass" if res is standalone
                             else "model.fit, one epoch"))
-        for part in (MAIN, TUNED):
+        for part in (MAIN, TUNED, FIT_PART):
             if not rows[part]:
                 continue
             lines.append(f"-- {PROCESS_TITLES[part]}")
@@ -785,6 +845,8 @@ def report(standalone, fit, cores, args, wall):
          f(FIT_KG_F32), f(FIT_IDFD), None, None),
         ("model.fit kerasgen uint8 / model.fit kerasgen float32", f(FIT_KG_U8),
          f(FIT_KG_F32), None, None),
+        ("model.fit kerasgen float32: malloc kept / KERASGEN_MALLOC=leave", f(FIT_KG_F32),
+         f(FIT_KG_F32_LEAVE), None, None),
         ("warm memory cache / tf.data uncached", s(CACHE_MEM), s(TFDATA), 5.0,
          (standalone, TFDATA)),
         ("warm file cache / tf.data uncached", s(CACHE_FILE), s(TFDATA), None,
@@ -859,7 +921,10 @@ def parse_args(argv=None):
     parser.add_argument("--json", default=None, metavar="PATH",
                         help="also write every number to this JSON file")
     # The tune_malloc() child process (see the module docstring).
-    parser.add_argument("--part", choices=[TUNED], default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--part", choices=[TUNED, FIT_PART], default=None,
+                        help=argparse.SUPPRESS)
+    parser.add_argument("--fit-row", choices=list(FIT_SPECS), default=None,
+                        help=argparse.SUPPRESS)
     parser.add_argument("--part-out", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.num_files is None:
@@ -897,12 +962,14 @@ def git_state():
 
 
 def check_untuned(kerasgen_images, when):
-    """Stops the run if something raised the malloc thresholds in this process: every
-    row of the main process is meant to run with glibc's defaults."""
-    if getattr(kerasgen_images, "_MALLOC_TUNED", False):
-        sys.exit(f"kerasgen raised glibc's malloc thresholds in the main process ({when}); "
-                 "its rows would not show glibc's defaults. This script expects "
-                 "kerasgen.images.tune_malloc() to be opt-in.")
+    """Stops the run if kerasgen set the malloc thresholds in this process: every row of
+    the main process is meant to run with glibc's defaults (kerasgen sets them only
+    inside Keras's epochs, which this process never runs)."""
+    from kerasgen import _malloc
+
+    if _malloc.times_applied():
+        sys.exit(f"kerasgen set glibc's malloc thresholds in the main process ({when}); "
+                 "its rows would not show glibc's defaults.")
 
 
 def main(argv=None):
@@ -910,11 +977,11 @@ def main(argv=None):
     wall_start = time.perf_counter()
     Results.retries, Results.max_other = args.retries, args.max_other
     Results.quiet_wait = args.quiet_wait
-    if args.part == TUNED:
+    if args.part in (TUNED, FIT_PART):
         import tensorflow as tf
 
         tf.get_logger().setLevel("ERROR")
-        tuned_part(args)
+        (tuned_part if args.part == TUNED else fit_part)(args)
         return
 
     cores = args.cores
@@ -984,8 +1051,8 @@ def main(argv=None):
             standalone.unavailable[name] = "skipped (--skip-tuned)"
     fit = Results(standalone.num_files)
     if not args.skip_fit:
-        print(f"=== {PROCESS_TITLES[MAIN]} (model.fit)", flush=True)
-        fit = run_fit(args.data, args.fit_repeats)
+        print(f"=== {PROCESS_TITLES[FIT_PART]} (model.fit)", flush=True)
+        fit = run_fit(args)
     check_untuned(kerasgen.images, "at the end")
     wall = time.perf_counter() - wall_start
     ratios = report(standalone, fit, cores, args, wall)
@@ -1010,7 +1077,8 @@ def main(argv=None):
                         "commit": commit, "kerasgen_dirty": dirty},
             "processes": {
                 MAIN: {"malloc_tuned": False,
-                       "rows": STANDALONE_ROWS[MAIN] + FIT_ROWS[MAIN]},
+                       "rows": STANDALONE_ROWS[MAIN]},
+                FIT_PART: {"rows": FIT_ROWS[FIT_PART]},
                 TUNED: {"malloc_tuned_per_run": child["malloc_tuned"],
                         "error": child["failed"], "rows": STANDALONE_ROWS[TUNED]},
             },

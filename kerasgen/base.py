@@ -14,7 +14,7 @@ import weakref
 import numpy as np
 from keras.utils import PyDataset
 
-from kerasgen import _checks, batching, labels as labels_mod, seeding
+from kerasgen import _checks, _malloc, batching, labels as labels_mod, seeding
 from kerasgen import augment as augment_mod
 from kerasgen import samplers as samplers_mod
 from kerasgen import stats as stats_mod
@@ -400,6 +400,8 @@ class Generator(PyDataset):
         if not 0 <= index < n_batches:
             raise IndexError(f"Batch index out of range: {index} for a generator of "
                              f"{n_batches} batches.")
+        if self._epoch_open:  # Keras is running an epoch: undo TensorFlow's malloc pin
+            _malloc.keep()
         start = time.perf_counter() if self._stats is not None else None
         try:
             batch = self._batch(index)

@@ -1,12 +1,9 @@
 """Image decoding and resizing with OpenCV (which releases the GIL)."""
 
-import ctypes
-import sys
-
 import cv2
 import numpy as np
 
-from kerasgen import _checks
+from kerasgen import _checks, _malloc
 
 IMAGE_EXTENSIONS = (".bmp", ".gif", ".jpeg", ".jpg", ".png", ".tif", ".tiff", ".webp")
 COLOR_MODES = {"rgb": 3, "rgba": 4, "grayscale": 1}
@@ -183,23 +180,23 @@ def load_mask(path, image_size, out=None):
     return out
 
 
-def tune_malloc(mmap_threshold=16 << 20, trim_threshold=512 << 20):
-    """Opt-in: raises glibc's mmap and trim thresholds for the whole process (Linux,
-    glibc). Returns whether they were set.
+def tune_malloc(mmap_threshold=4 << 20, trim_threshold=8 << 20):
+    """Sets glibc's mmap and trim thresholds for the whole process (Linux, glibc) now and
+    re-applies them before each batch of every Keras epoch; returns whether glibc took
+    them (False elsewhere).
 
-    Not applied by default. On some machines full-size decodes page-fault hundreds of
-    times per image under glibc's defaults and this removes it; on the benchmark machine
-    it gained nothing for decoding (1.00x) and made float32 batches of 224x224x3 slower
-    (0.81x): a fixed mmap threshold below the batch size turns off glibc's own adaptive
-    threshold, so every batch gets fresh pages. Measure with benchmarks/images.py before
-    using it; keep `mmap_threshold` above your batch's size in bytes.
+    You rarely need it: in `fit`, `evaluate` and `predict` kerasgen already applies these
+    defaults, because TensorFlow pins the mmap threshold at 128 KiB whenever Keras feeds a
+    PyDataset (see docs/performance.md). Call it for other values, e.g. a higher
+    `mmap_threshold` for full-size decodes of very large photos. glibc accepts at most
+    32 MiB; a threshold above your batch's size in bytes keeps batches in the heap, which
+    measured faster but grew the process by about 35 MiB per epoch. `leave_malloc()`
+    turns all of this off.
     """
-    if not sys.platform.startswith("linux"):
-        return False
-    try:
-        libc = ctypes.CDLL("libc.so.6")
-        m_trim_threshold, m_mmap_threshold = -1, -3
-        return bool(libc.mallopt(m_mmap_threshold, int(mmap_threshold))
-                    and libc.mallopt(m_trim_threshold, int(trim_threshold)))
-    except (OSError, AttributeError):  # not glibc (musl, macOS...)
-        return False
+    return _malloc.tune(mmap_threshold, trim_threshold)
+
+
+def leave_malloc():
+    """kerasgen stops setting glibc's malloc thresholds in this process (the environment
+    variable KERASGEN_MALLOC=leave does the same from the start)."""
+    _malloc.leave()

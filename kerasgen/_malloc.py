@@ -1,0 +1,88 @@
+"""glibc malloc thresholds, and undoing the one TensorFlow pins inside `model.fit`.
+
+TensorFlow's `tf.data.Dataset.from_generator`, which Keras uses to feed any PyDataset to
+`model.fit`, `evaluate` and `predict` on the TensorFlow backend, calls
+`mallopt(M_MMAP_THRESHOLD, 128 KiB)` each time it builds its generator op, once per epoch
+(its "Python 3.11 memory patch"). That fixes the threshold at 128 KiB for the whole
+process and turns off glibc's own raising of it: every buffer above 128 KiB (each
+full-size JPEG decode, each per-thread uint8 scratch) becomes a fresh `mmap` whose pages
+fault in one by one, during `fit` and for the rest of the process.
+
+While Keras runs an epoch of a kerasgen generator (between its `on_epoch_begin` and
+`on_epoch_end`) and TensorFlow is loaded, each batch sets mmap 4 MiB and trim 8 MiB:
+decode buffers and scratch of ordinary photos are reused from the heap again, while
+batches of 4 MiB and more still come from `mmap` and go straight back to the system, so
+the process does not grow (a 32 MiB threshold grew it by about 35 MiB per epoch, the
+growth TensorFlow's patch exists to stop). Outside Keras's epochs kerasgen leaves malloc
+alone. `tune_malloc()` picks other values; `leave_malloc()` or KERASGEN_MALLOC=leave stop
+kerasgen from touching malloc at all.
+"""
+
+import ctypes
+import os
+import sys
+
+M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3
+MAX_MMAP_THRESHOLD = 32 << 20  # glibc refuses more (HEAP_MAX_SIZE / 2 on 64-bit)
+DEFAULT = (4 << 20, 8 << 20)
+
+_state = {"libc": None, "thresholds": DEFAULT, "applied": 0,
+          "enabled": os.environ.get("KERASGEN_MALLOC", "").lower() != "leave"}
+
+
+def _libc():
+    """glibc's malloc functions, or False where there is no glibc (macOS, Windows, musl)."""
+    if _state["libc"] is None:
+        _state["libc"] = False
+        if sys.platform.startswith("linux"):
+            try:
+                libc = ctypes.CDLL("libc.so.6")
+                libc.gnu_get_libc_version  # only glibc has it  # noqa: B018
+                _state["libc"] = libc
+            except (OSError, AttributeError):
+                pass
+    return _state["libc"]
+
+
+def apply(mmap_threshold, trim_threshold):
+    """Sets both thresholds; returns whether glibc took them."""
+    libc = _libc()
+    if not libc:
+        return False
+    done = bool(libc.mallopt(M_MMAP_THRESHOLD, int(mmap_threshold))
+                and libc.mallopt(M_TRIM_THRESHOLD, int(trim_threshold)))
+    _state["applied"] += done
+    return done
+
+
+def tune(mmap_threshold=DEFAULT[0], trim_threshold=DEFAULT[1]):
+    """Sets the thresholds now; kerasgen re-applies them before each batch of a Keras
+    epoch. Returns whether glibc took them."""
+    for name, value in (("mmap_threshold", mmap_threshold),
+                        ("trim_threshold", trim_threshold)):
+        if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+            raise ValueError(f"`{name}` must be a positive number of bytes. "
+                             f"Received: {name}={value!r}")
+    if mmap_threshold > MAX_MMAP_THRESHOLD:
+        raise ValueError(f"glibc accepts an mmap threshold of at most {MAX_MMAP_THRESHOLD} "
+                         f"bytes (32 MiB). Received: mmap_threshold={mmap_threshold}")
+    _state["thresholds"] = (mmap_threshold, trim_threshold)
+    _state["enabled"] = True
+    return apply(mmap_threshold, trim_threshold)
+
+
+def leave():
+    """kerasgen stops setting malloc's thresholds (as KERASGEN_MALLOC=leave does)."""
+    _state["enabled"] = False
+
+
+def times_applied():
+    """How often kerasgen has set the thresholds in this process."""
+    return _state["applied"]
+
+
+def keep():
+    """Called before each batch of a Keras epoch: undoes TensorFlow's pin (about a
+    microsecond)."""
+    if _state["enabled"] and "tensorflow" in sys.modules:
+        apply(*_state["thresholds"])

@@ -1,0 +1,48 @@
+"""glibc malloc under TensorFlow: Keras's generator dataset pins the mmap threshold at
+128 KiB each epoch; each batch of a Keras epoch sets kerasgen's thresholds back (unless
+told to leave malloc alone). What that is worth is measured in benchmarks/images.py."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+
+MALLOC_PROBE = r"""
+import json
+import keras
+import numpy as np
+import kerasgen as kg
+from kerasgen import _malloc
+
+gen = kg.ArrayGenerator(np.zeros((8, 2), "float32"), np.arange(8) % 2, batch_size=4)
+gen[0], gen[1]
+standalone = _malloc.times_applied()  # outside a Keras epoch: malloc left alone
+model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(2)])
+model.compile("sgd", "sparse_categorical_crossentropy")
+model.fit(gen, epochs=2, verbose=0)  # TensorFlow pins the threshold each epoch
+print(json.dumps({"standalone": standalone, "fit": _malloc.times_applied() - standalone}))
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's malloc")
+@pytest.mark.parametrize("setting", ["", "leave"])
+def test_keras_epochs_set_the_thresholds_back(setting):
+    env = dict(os.environ, KERASGEN_MALLOC=setting)
+    out = subprocess.run([sys.executable, "-c", MALLOC_PROBE], env=env, check=True,
+                         capture_output=True, text=True, timeout=240)
+    counts = json.loads(out.stdout.strip().splitlines()[-1])
+    assert counts["standalone"] == 0, counts
+    # every batch of both epochs, after TensorFlow's pin (unless told to leave malloc)
+    assert counts["fit"] == (0 if setting == "leave" else 4), counts
+
+
+def test_tune_malloc_checks_its_arguments():
+    from kerasgen import images
+
+    with pytest.raises(ValueError, match="mmap_threshold"):
+        images.tune_malloc(mmap_threshold=64 << 20)
+    with pytest.raises(ValueError, match="trim_threshold"):
+        images.tune_malloc(trim_threshold=-1)
