@@ -23,7 +23,6 @@ import os
 import sys
 
 M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3
-MAX_MMAP_THRESHOLD = 32 << 20  # glibc refuses more (HEAP_MAX_SIZE / 2 on 64-bit)
 DEFAULT = (4 << 20, 8 << 20)
 
 _state = {"libc": None, "thresholds": DEFAULT, "applied": 0,
@@ -63,9 +62,6 @@ def tune(mmap_threshold=DEFAULT[0], trim_threshold=DEFAULT[1]):
         if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
             raise ValueError(f"`{name}` must be a positive number of bytes. "
                              f"Received: {name}={value!r}")
-    if mmap_threshold > MAX_MMAP_THRESHOLD:
-        raise ValueError(f"glibc accepts an mmap threshold of at most {MAX_MMAP_THRESHOLD} "
-                         f"bytes (32 MiB). Received: mmap_threshold={mmap_threshold}")
     _state["thresholds"] = (mmap_threshold, trim_threshold)
     _state["enabled"] = True
     return apply(mmap_threshold, trim_threshold)

@@ -188,11 +188,11 @@ def tune_malloc(mmap_threshold=4 << 20, trim_threshold=8 << 20):
     You rarely need it: in `fit`, `evaluate` and `predict` kerasgen already applies these
     defaults, because TensorFlow pins the mmap threshold at 128 KiB whenever Keras feeds a
     PyDataset (see docs/performance.md). Call it for other values, e.g. a higher
-    `mmap_threshold` for full-size decodes of very large photos. glibc accepts at most
-    32 MiB. Outside `fit`, a fixed threshold below your batch's size in bytes is slower
-    than glibc's own adaptive one (0.76x for 19.3 MB float32 batches); inside `fit`, one
-    above it kept batches in the heap, which measured faster but grew the process by
-    about 35 MiB per epoch. `leave_malloc()` turns all of this off.
+    `mmap_threshold` for full-size decodes of very large photos. Outside `fit`, a fixed
+    threshold below your batch's size in bytes is slower than glibc's own adaptive one
+    (0.76x for 19.3 MB float32 batches); inside `fit`, one above it kept batches in the
+    heap, which measured faster but grew the process by about 35 MiB per epoch.
+    `leave_malloc()` turns all of this off.
     """
     return _malloc.tune(mmap_threshold, trim_threshold)
 

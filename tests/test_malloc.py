@@ -43,6 +43,8 @@ def test_tune_malloc_checks_its_arguments():
     from kerasgen import images
 
     with pytest.raises(ValueError, match="mmap_threshold"):
-        images.tune_malloc(mmap_threshold=64 << 20)
+        images.tune_malloc(mmap_threshold=0)
+    with pytest.raises(ValueError, match="mmap_threshold"):
+        images.tune_malloc(mmap_threshold=True)
     with pytest.raises(ValueError, match="trim_threshold"):
         images.tune_malloc(trim_threshold=-1)
