@@ -49,7 +49,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from machine import machine_busy_seconds  # noqa: E402
+from machine import CpuMeter, usable_cores, wait_for_quiet, warm_page_cache  # noqa: E402
 
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
@@ -104,52 +104,6 @@ def ensure_data(folder, num_files, given):
         sys.path.pop(0)
     seconds, written = build_data(folder, num_files)
     return f"built {folder}: wrote {written} files in {seconds:.1f} s"
-
-
-def warm_page_cache(paths):
-    for path in paths:
-        with open(path, "rb") as f:
-            f.read()
-
-
-# ---------------------------------------------------------------------------- CPU hygiene
-
-
-class CpuMeter:
-    """Cores this process used, and cores all other processes used, over a `with` block."""
-
-    def __enter__(self):
-        self.start = time.perf_counter()
-        t = os.times()
-        self.own = t.user + t.system
-        self.machine = machine_busy_seconds()
-        return self
-
-    def __exit__(self, *exc):
-        self.wall = max(time.perf_counter() - self.start, 1e-9)
-        t = os.times()
-        self.own_cores = (t.user + t.system - self.own) / self.wall
-        machine = machine_busy_seconds()
-        self.other_cores = (None if machine is None or self.machine is None else
-                            max(0.0, (machine - self.machine) / self.wall - self.own_cores))
-        return False
-
-
-def wait_for_quiet(max_other, max_wait, interval=0.5):
-    """Waits until other processes use at most `max_other` cores over `interval` seconds.
-
-    Returns (seconds waited, whether it got quiet); gives up after `max_wait` seconds.
-    """
-    if machine_busy_seconds() is None:
-        return 0.0, True  # no /proc/stat: nothing to measure
-    start = time.perf_counter()
-    while True:
-        with CpuMeter() as meter:
-            time.sleep(interval)
-        if meter.other_cores <= max_other:
-            return time.perf_counter() - start, True
-        if time.perf_counter() - start >= max_wait:
-            return time.perf_counter() - start, False
 
 
 # ---------------------------------------------------------------------------- pipelines
@@ -273,9 +227,9 @@ def child(args):
     result["disturbed"] = disturbed
     result["discarded"] = discarded
     if args.part == "kerasgen":
-        from kerasgen import images
+        from kerasgen import _malloc
 
-        result["mallopt"] = bool(getattr(images, "_MALLOC_TUNED", False))
+        result["mallopt"] = _malloc.times_applied() > 0
     import albumentations
     import keras
     import tensorflow as tf
@@ -295,13 +249,6 @@ def run_child(name, args, out):
     if done.returncode != 0:
         sys.exit(f"{name} failed (exit {done.returncode}):\n{done.stderr[-3000:]}")
     return json.loads(Path(out).read_text())
-
-
-def usable_cores():
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:
-        return os.cpu_count()
 
 
 def report(runs, args, num_files, data_note, wall):

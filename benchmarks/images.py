@@ -66,7 +66,7 @@ if str(ROOT) not in sys.path:
 
 import cv2  # noqa: E402
 import numpy as np  # noqa: E402
-from machine import machine_busy_seconds as _machine_busy_seconds  # noqa: E402
+from machine import CpuMeter, usable_cores, wait_for_quiet, warm_page_cache  # noqa: E402
 
 IMAGE_SIZE = (224, 224)  # (height, width)
 BATCH_SIZE = 32
@@ -157,12 +157,6 @@ def list_files(folder):
                 paths.append(os.path.join(sub, fname))
                 labels.append(label)
     return paths, np.asarray(labels, dtype="int32")
-
-
-def warm_page_cache(paths):
-    for p in paths:
-        with open(p, "rb") as f:
-            f.read()
 
 
 # ---------------------------------------------------------------------------- pipelines
@@ -287,44 +281,6 @@ def practical_limit(paths, cores):
 
 
 
-class CpuMeter:
-    """Cores this process used, and cores other processes used, while timing a run.
-
-    On a noisy machine the second number says when a measurement was disturbed.
-    """
-
-    def __enter__(self):
-        self.wall = time.perf_counter()
-        t = os.times()
-        self.proc = t.user + t.system
-        self.machine = _machine_busy_seconds()
-        return self
-
-    def __exit__(self, *exc):
-        wall = max(time.perf_counter() - self.wall, 1e-9)
-        t = os.times()
-        self.proc_cores = (t.user + t.system - self.proc) / wall
-        machine = _machine_busy_seconds()
-        self.other_cores = (None if machine is None or self.machine is None
-                            else max(0.0, (machine - self.machine) / wall - self.proc_cores))
-        return False
-
-
-def wait_for_quiet(max_other, max_wait, interval=0.5):
-    """Waits (up to max_wait seconds) until other processes use at most max_other cores
-    over `interval`; returns the seconds waited, or None when it never got quiet."""
-    if max_wait <= 0 or _machine_busy_seconds() is None:
-        return 0.0
-    start = time.perf_counter()
-    while True:
-        with CpuMeter() as meter:
-            time.sleep(interval)
-        if meter.other_cores is not None and meter.other_cores <= max_other:
-            return time.perf_counter() - start
-        if time.perf_counter() - start >= max_wait:
-            return None
-
-
 class Results:
     def __init__(self, num_files):
         self.num_files = num_files
@@ -354,8 +310,8 @@ class Results:
         if self.skip(name):
             return
         for attempt in range(1 + (self.retries if retry else 0)):
-            waited = wait_for_quiet(self.max_other, self.quiet_wait)
-            if waited is None:
+            waited, quiet = wait_for_quiet(self.max_other, self.quiet_wait)
+            if not quiet:
                 print(f"  (other processes kept using > {self.max_other:g} cores for "
                       f"{self.quiet_wait:g} s; measuring anyway)", flush=True)
             elif waited > 1:
@@ -366,7 +322,7 @@ class Results:
                     result = fn()
                 seconds, seen = result[:2]
                 if len(result) > 2:  # timed in a child process, which measured its cores
-                    meter.proc_cores, meter.other_cores = result[2]
+                    meter.own_cores, meter.other_cores = result[2]
             except Unavailable as error:
                 self.unavailable[name] = str(error)
                 print(f"  {name}: not available ({error})", flush=True)
@@ -384,7 +340,7 @@ class Results:
                 return
             other = meter.other_cores
             line = (f"  {name:<44s} {seconds:7.2f} s {seen / seconds:8.1f} images/s   "
-                    f"(cores: this process {meter.proc_cores:.2f}"
+                    f"(cores: this process {meter.own_cores:.2f}"
                     f"{'' if other is None else f', others {other:.2f}'})")
             disturbed = other is not None and other > self.max_other
             if disturbed and retry and attempt < self.retries:
@@ -394,7 +350,7 @@ class Results:
             print(line + ("  disturbed" if disturbed else ""), flush=True)
             break
         self.runs.setdefault(name, []).append(seconds)
-        self.cpu.setdefault(name, []).append((meter.proc_cores, meter.other_cores))
+        self.cpu.setdefault(name, []).append((meter.own_cores, meter.other_cores))
 
     def rate(self, name):
         """Median images/s, or None."""
@@ -649,7 +605,7 @@ def fit_part(args):
     class TimeSecondEpoch(keras.callbacks.Callback):
         def on_epoch_begin(self, epoch, logs=None):
             if epoch == 1:
-                timing["waited"] = wait_for_quiet(args.max_other, args.quiet_wait)
+                timing["waited"] = wait_for_quiet(args.max_other, args.quiet_wait)[0]
                 timing["meter"] = CpuMeter().__enter__()
                 timing["start"] = time.perf_counter()
 
@@ -667,26 +623,15 @@ def fit_part(args):
     meter = timing["meter"]
     with open(args.part_out, "w") as f:
         json.dump({"seconds": timing["seconds"], "seen": len(list_files(args.data)[0]),
-                   "cores": [meter.proc_cores, meter.other_cores],
+                   "cores": [meter.own_cores, meter.other_cores],
                    "waited": timing["waited"], "malloc_set": _malloc.times_applied()}, f)
 
 
 def run_fit_process(args, name):
     """Runs one model.fit row's epoch in a fresh process; returns (seconds, images,
     (its cores, other processes' cores))."""
-    with tempfile.TemporaryDirectory(prefix="kerasgen-bench-fit-") as tmp:
-        out = os.path.join(tmp, "fit.json")
-        cmd = [sys.executable, os.path.abspath(__file__), "--part", FIT_PART,
-               "--fit-row", name, "--part-out", out, "--data", args.data,
-               "--num-files", str(args.num_files), "--max-other", repr(args.max_other),
-               "--quiet-wait", repr(args.quiet_wait)]
-        sys.stdout.flush()
-        env = dict(os.environ, **FIT_SPECS[name][2])
-        code = subprocess.run(cmd, env=env, check=False).returncode
-        if code != 0 or not os.path.exists(out):
-            raise RuntimeError(f"the model.fit process failed (exit code {code})")
-        with open(out) as f:
-            payload = json.load(f)
+    payload = run_part(args, FIT_PART, ["--fit-row", name], FIT_SPECS[name][2],
+                       "the model.fit process")
     return payload["seconds"], payload["seen"], tuple(payload["cores"])
 
 
@@ -704,21 +649,28 @@ def run_fit(args):
 
 
 # ---------------------------------------------------------------------------- processes
+def run_part(args, part, extra, env, what):
+    """Runs this script with `--part part` in a child process (with `env` added to the
+    environment); returns the JSON payload it wrote, or raises RuntimeError."""
+    with tempfile.TemporaryDirectory(prefix="kerasgen-bench-part-") as tmp:
+        out = os.path.join(tmp, "part.json")
+        cmd = [sys.executable, os.path.abspath(__file__), "--part", part, *extra,
+               "--part-out", out, "--data", args.data, "--num-files", str(args.num_files),
+               "--max-other", repr(args.max_other), "--quiet-wait", repr(args.quiet_wait)]
+        sys.stdout.flush()
+        code = subprocess.run(cmd, env=dict(os.environ, **env), check=False).returncode
+        if code != 0 or not os.path.exists(out):
+            raise RuntimeError(f"{what} failed (exit code {code})")
+        with open(out) as f:
+            return json.load(f)
+
+
 def run_tuned_process(args):
     """Runs this script with `--part tuned` (one round of its rows) in a child process;
     returns its JSON payload or raises RuntimeError."""
-    with tempfile.TemporaryDirectory(prefix="kerasgen-bench-part-") as tmp:
-        out = os.path.join(tmp, "tuned.json")
-        cmd = [sys.executable, os.path.abspath(__file__), "--part", TUNED,
-               "--part-out", out, "--data", args.data, "--num-files", str(args.num_files),
-               "--repeats", "1", "--cores", str(args.cores), "--retries", str(args.retries),
-               "--max-other", repr(args.max_other), "--quiet-wait", repr(args.quiet_wait)]
-        sys.stdout.flush()
-        code = subprocess.run(cmd, env=dict(os.environ), check=False).returncode
-        if code != 0 or not os.path.exists(out):
-            raise RuntimeError(f"the tune_malloc() process failed (exit code {code})")
-        with open(out) as f:
-            return json.load(f)
+    return run_part(args, TUNED, ["--repeats", "1", "--cores", str(args.cores),
+                                  "--retries", str(args.retries)], {},
+                    "the tune_malloc() process")
 
 
 def tuned_part(args):
@@ -776,7 +728,7 @@ def report(standalone, fit, cores, args, wall):
                  "processes used during a kept run; redone: runs discarded because other "
                  f"processes used > {Results.max_other:g} cores")
     lines.append(f"cores: os.cpu_count()={os.cpu_count()}, usable "
-                 f"(sched_getaffinity)={_usable_cores()}, used for the limit: {cores}")
+                 f"(sched_getaffinity)={usable_cores()}, used for the limit: {cores}")
 
     def header(title):
         return (f"{title:<48s} {'images/s':>10s} {'min':>9s} {'max':>9s} "
@@ -880,13 +832,6 @@ def report(standalone, fit, cores, args, wall):
     return out
 
 
-def _usable_cores():
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:
-        return os.cpu_count()
-
-
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -985,9 +930,9 @@ def main(argv=None):
         return
 
     cores = args.cores
-    if cores != _usable_cores():
+    if cores != usable_cores():
         print(f"note: the limit uses {cores} cores, but this process may run on "
-              f"{_usable_cores()} (sched_getaffinity); pass --cores to change it.")
+              f"{usable_cores()} (sched_getaffinity); pass --cores to change it.")
     if not args.quick and args.fit_repeats < 2 and not args.skip_fit:
         print("note: --fit-repeats < 2 gives a single model.fit timing, not a median.")
 
@@ -1068,7 +1013,7 @@ def main(argv=None):
                        "max_other_cores": Results.max_other,
                        "quiet_wait_s": Results.quiet_wait,
                        "kerasgen_interpolation_default": interpolation},
-            "machine": {"os_cpu_count": os.cpu_count(), "usable_cores": _usable_cores(),
+            "machine": {"os_cpu_count": os.cpu_count(), "usable_cores": usable_cores(),
                         "cores_for_limit": cores, "platform": platform.platform(),
                         "python": platform.python_version(), "keras": keras.__version__,
                         "tensorflow": tf.__version__, "opencv": cv2.__version__,

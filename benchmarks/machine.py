@@ -1,6 +1,8 @@
-"""What the benchmarks share about the machine: how busy its CPUs are."""
+"""What the benchmarks share about the machine: how busy its CPUs are, waiting for it to
+go quiet, and its usable cores."""
 
 import os
+import time
 
 
 def machine_busy_seconds():
@@ -12,3 +14,60 @@ def machine_busy_seconds():
         return None
     idle = fields[3] + (fields[4] if len(fields) > 4 else 0)  # idle + iowait
     return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")
+
+
+class CpuMeter:
+    """Cores this process used (`own_cores`) and cores all other processes used
+    (`other_cores`, None without /proc/stat) over a `with` block of `wall` seconds.
+
+    On a noisy machine the second number says when a measurement was disturbed.
+    """
+
+    def __enter__(self):
+        self.start = time.perf_counter()
+        t = os.times()
+        self.own = t.user + t.system
+        self.machine = machine_busy_seconds()
+        return self
+
+    def __exit__(self, *exc):
+        self.wall = max(time.perf_counter() - self.start, 1e-9)
+        t = os.times()
+        self.own_cores = (t.user + t.system - self.own) / self.wall
+        machine = machine_busy_seconds()
+        self.other_cores = (None if machine is None or self.machine is None else
+                            max(0.0, (machine - self.machine) / self.wall - self.own_cores))
+        return False
+
+
+def wait_for_quiet(max_other, max_wait, interval=0.5):
+    """Waits until other processes use at most `max_other` cores over `interval` seconds.
+
+    Returns (seconds waited, whether it got quiet); gives up after `max_wait` seconds
+    (max_wait <= 0: never waits). Without /proc/stat there is nothing to measure.
+    """
+    if max_wait <= 0 or machine_busy_seconds() is None:
+        return 0.0, True
+    start = time.perf_counter()
+    while True:
+        with CpuMeter() as meter:
+            time.sleep(interval)
+        if meter.other_cores is not None and meter.other_cores <= max_other:
+            return time.perf_counter() - start, True
+        if time.perf_counter() - start >= max_wait:
+            return time.perf_counter() - start, False
+
+
+def usable_cores():
+    """Cores this process may run on (sched_getaffinity), else os.cpu_count()."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:
+        return os.cpu_count()
+
+
+def warm_page_cache(paths):
+    """Reads every file once, so timed passes do not measure the disk."""
+    for path in paths:
+        with open(path, "rb") as f:
+            f.read()
