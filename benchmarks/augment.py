@@ -49,7 +49,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from machine import CpuMeter, usable_cores, wait_for_quiet, warm_page_cache  # noqa: E402
+from machine import (CpuMeter, add_quiet_options, usable_cores, wait_for_quiet,  # noqa: E402
+                     warm_page_cache)
 
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
@@ -326,16 +327,7 @@ def parse_args(argv=None):
                         help=f"files of a folder to build (default {DEFAULT_NUM_FILES}; "
                              f"{QUICK_NUM_FILES} with --quick)")
     parser.add_argument("--json", type=Path, default=None, help="write every number here")
-    parser.add_argument("--max-other", type=float, default=0.3,
-                        help="before each timed pass, wait until other processes use at "
-                             "most this many cores (default 0.3)")
-    parser.add_argument("--quiet-wait", type=float, default=60.0,
-                        help="give up waiting for a quiet machine after this many seconds "
-                             "(default 60); the table notes it")
-    parser.add_argument("--retries", type=int, default=2,
-                        help="run a timed pass again, up to this many times, when other "
-                             "processes used more than --max-other cores during it "
-                             "(default 2)")
+    add_quiet_options(parser, quiet_wait=60.0)
     parser.add_argument("--part", choices=PIPELINES, help=argparse.SUPPRESS)
     parser.add_argument("--out", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)

@@ -66,7 +66,8 @@ if str(ROOT) not in sys.path:
 
 import cv2  # noqa: E402
 import numpy as np  # noqa: E402
-from machine import CpuMeter, usable_cores, wait_for_quiet, warm_page_cache  # noqa: E402
+from machine import (CpuMeter, add_quiet_options, usable_cores, wait_for_quiet,  # noqa: E402
+                     warm_page_cache)
 
 IMAGE_SIZE = (224, 224)  # (height, width)
 BATCH_SIZE = 32
@@ -853,16 +854,7 @@ def parse_args(argv=None):
     parser.add_argument("--cores", type=int, default=None,
                         help="core count the 1-core limit is multiplied by "
                              "(default os.cpu_count())")
-    parser.add_argument("--retries", type=int, default=2,
-                        help="times a run disturbed by other processes is run again "
-                             "(default 2; 0 keeps every run)")
-    parser.add_argument("--max-other", type=float, default=0.3,
-                        help="a run is disturbed when other processes used more than this "
-                             "many cores during it (default 0.3)")
-    parser.add_argument("--quiet-wait", type=float, default=30.0,
-                        help="before each run, wait up to this many seconds for other "
-                             "processes to use at most --max-other cores (default 30; 0: "
-                             "never wait)")
+    add_quiet_options(parser, quiet_wait=30.0)
     parser.add_argument("--json", default=None, metavar="PATH",
                         help="also write every number to this JSON file")
     # The tune_malloc() child process (see the module docstring).

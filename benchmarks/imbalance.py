@@ -60,7 +60,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 import numpy as np  # noqa: E402
-from machine import machine_busy_seconds as _machine_busy_seconds  # noqa: E402
+from machine import add_quiet_options, machine_busy_seconds as _machine_busy_seconds  # noqa: E402
 
 TEST_SIZE = 0.3
 RARE_FRACTION = 0.10
@@ -83,6 +83,8 @@ def wait_quiet(max_other, timeout):
     """Waits until other processes use < max_other cores over a 1 s window.
 
     Returns (seconds waited, cores others used in the last window, gave_up)."""
+    if timeout <= 0:
+        return 0.0, None, False
     start = time.perf_counter()
     others = None
     while True:
@@ -426,13 +428,7 @@ def parse_args(argv=None):
     parser.add_argument("--skip-quality", action="store_true")
     parser.add_argument("--skip-scale", action="store_true")
     parser.add_argument("--json", help="write every number to this file")
-    parser.add_argument("--max-other", type=float, default=0.3,
-                        help="wait until other processes use fewer cores than this")
-    parser.add_argument("--quiet-wait", type=float, default=60.0,
-                        help="give up waiting for a quiet machine after this many seconds")
-    parser.add_argument("--retries", type=int, default=2,
-                        help="run a scale measurement again (at most this many times) when "
-                             "other processes used more than --max-other cores during it")
+    add_quiet_options(parser, quiet_wait=60.0)
     parser.add_argument("--part", choices=["imblearn", "kerasgen"], help=argparse.SUPPRESS)
     parser.add_argument("--out", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)

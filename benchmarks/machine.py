@@ -71,3 +71,18 @@ def warm_page_cache(paths):
     for path in paths:
         with open(path, "rb") as f:
             f.read()
+
+
+def add_quiet_options(parser, quiet_wait):
+    """--max-other, --quiet-wait and --retries: how a benchmark keeps other processes out
+    of its timings (`quiet_wait`: the default wait, in seconds)."""
+    parser.add_argument("--max-other", type=float, default=0.3,
+                        help="a timed run is disturbed when other processes used more than "
+                             "this many cores during it; before each run, wait until they "
+                             "use at most this many (default 0.3)")
+    parser.add_argument("--quiet-wait", type=float, default=quiet_wait,
+                        help="give up waiting for a quiet machine after this many seconds "
+                             f"and measure anyway (default {quiet_wait:g}; 0: never wait)")
+    parser.add_argument("--retries", type=int, default=2,
+                        help="run a disturbed measurement again, up to this many times "
+                             "(default 2; 0 keeps every run)")
