@@ -49,12 +49,14 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from machine import (CpuMeter, add_quiet_options, usable_cores, wait_for_quiet,  # noqa: E402
-                     warm_page_cache)
 
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 os.environ.setdefault("NO_ALBUMENTATIONS_UPDATE", "1")
+
+from images import build_data, list_files  # noqa: E402  the image benchmark's photo folder
+from machine import (CpuMeter, add_quiet_options, usable_cores, wait_for_quiet,  # noqa: E402
+                     warm_page_cache)
 
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
@@ -70,7 +72,6 @@ QUICK_NUM_FILES = 300
 DATA_ROOT = ROOT / "benchmarks" / ".data"
 WARMUP_BATCHES = 3
 PIPELINES = ("kerasgen", "tf.data", "plain Sequence")
-EXTENSIONS = (".jpg", ".jpeg")
 
 
 # ---------------------------------------------------------------------------- data
@@ -79,30 +80,12 @@ def default_folder(num_files):
     return DATA_ROOT / ("photos" if num_files == DEFAULT_NUM_FILES else f"photos-{num_files}")
 
 
-def list_files(folder):
-    """(paths, labels): sorted class subfolders, sorted JPEG files, as tutorials list them."""
-    classes = sorted(d.name for d in os.scandir(folder) if d.is_dir())
-    paths, labels = [], []
-    for label, name in enumerate(classes):
-        sub = os.path.join(folder, name)
-        for fname in sorted(os.listdir(sub)):
-            if fname.lower().endswith(EXTENSIONS):
-                paths.append(os.path.join(sub, fname))
-                labels.append(label)
-    return paths, labels
-
-
 def ensure_data(folder, num_files, given):
     """Builds the benchmark folder with benchmarks/images.py's own function when files are
     missing (a folder given with --data is used as it is); returns what was done."""
     folder = Path(folder)
     if folder.is_dir() and (given or len(list_files(folder)[0]) >= num_files):
         return f"reused {folder}"
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    try:
-        from images import build_data  # the photo folder of the image benchmark
-    finally:
-        sys.path.pop(0)
     seconds, written = build_data(folder, num_files)
     return f"built {folder}: wrote {written} files in {seconds:.1f} s"
 
