@@ -22,6 +22,8 @@ import ctypes
 import os
 import sys
 
+from kerasgen import _checks
+
 M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3
 DEFAULT = (4 << 20, 8 << 20)
 
@@ -57,11 +59,8 @@ def apply(mmap_threshold, trim_threshold):
 def tune(mmap_threshold=DEFAULT[0], trim_threshold=DEFAULT[1]):
     """Sets the thresholds now; kerasgen re-applies them before each batch of a Keras
     epoch. Returns whether glibc took them."""
-    for name, value in (("mmap_threshold", mmap_threshold),
-                        ("trim_threshold", trim_threshold)):
-        if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-            raise ValueError(f"`{name}` must be a positive number of bytes. "
-                             f"Received: {name}={value!r}")
+    mmap_threshold = _checks.positive_int("mmap_threshold", mmap_threshold)
+    trim_threshold = _checks.positive_int("trim_threshold", trim_threshold)
     _state["thresholds"] = (mmap_threshold, trim_threshold)
     _state["enabled"] = True
     return apply(mmap_threshold, trim_threshold)
