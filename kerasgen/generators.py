@@ -2,17 +2,14 @@
 
 import numbers
 import os
-import threading
 import time
 import warnings
-from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from kerasgen import _checks, batching, images, seeding, sources
-from kerasgen import cache as cache_mod
+from kerasgen import _checks, batching, seeding, sources
+from kerasgen import loader as loader_mod
 from kerasgen.base import Generator
-from kerasgen.progress import progress
 
 
 def _as_arrays(value, name):
@@ -107,46 +104,42 @@ class ArrayGenerator(Generator):
 
 
 class _ImageFileGenerator(Generator):
-    """Shared by the generators whose samples are image files.
+    """Shared by the generators whose samples are image files: an `ImageLoader` (decode,
+    resize, cache, bad-file policy, thread pool) under the generator's order, SMOTE
+    blending, augmentation and batch assembly."""
 
-    Decodes each batch on a thread pool (OpenCV releases the GIL), optionally through a
-    cache of decoded, resized uint8 samples, and replaces undecodable files when asked.
-    """
+    prefetch_auto = 2
 
     def _set_images(self, file_paths, image_size, color_mode, interpolation, rescale,
                     cache=None, on_error="raise", decode_threads=None, verbose=1,
-                    mask_paths=None):
-        self.file_paths = list(file_paths)
-        self.mask_paths = None if mask_paths is None else list(mask_paths)
-        self.image_size = _checks.image_size(image_size)
-        self.color_mode = images.check_color_mode(color_mode)
-        self.interpolation = images.check_interpolation(interpolation)
+                    mask_paths=None, skipped=()):
         if rescale is not None and (isinstance(rescale, bool)
                                     or not isinstance(rescale, numbers.Real)):
             _checks.fail("rescale", "None or a number (1/255, say)", rescale, TypeError)
         self.rescale = rescale
-        self.on_error = _checks.one_of("on_error", on_error, ("raise", "skip"))
-        self.decode_threads = (None if decode_threads is None
-                               else _checks.positive_int("decode_threads", decode_threads))
-        self.verbose = verbose
-        if not hasattr(self, "skipped"):
-            self.skipped = []
-        self._skip_lock = threading.Lock()
-        self._executor = None
         self.cache = cache
-        self._cache = self._make_cache(cache)
+        self.loader = loader_mod.ImageLoader(
+            file_paths, image_size, color_mode, interpolation, cache=cache,
+            on_error=on_error, decode_threads=decode_threads, mask_paths=mask_paths,
+            verbose=verbose, skipped=skipped)
 
-    def _make_cache(self, cache):
-        shape = self.image_size + (images.COLOR_MODES[self.color_mode],)
-        if cache is None:
-            return None
-        if cache == "memory":
-            return cache_mod.MemoryCache(len(self.file_paths), shape)
-        if isinstance(cache, (str, os.PathLike)):
-            key = cache_mod.cache_key(self.file_paths, shape, self.color_mode,
-                                      self.interpolation)
-            return cache_mod.FileCache(cache, len(self.file_paths), shape, key)
-        _checks.fail("cache", "None, 'memory' or a file path", cache, TypeError)
+    def _wire_loader(self):
+        """After Generator.__init__: the loader learns what it needs of the generator."""
+        self.loader.stand_ins = self._stand_ins
+        self.loader.stats = self._stats
+        self.loader.processes = self.workers if self.use_multiprocessing else 1
+
+    # what users read, kept on the generator
+    file_paths = property(lambda self: self.loader.file_paths)
+    mask_paths = property(lambda self: self.loader.mask_paths)
+    image_size = property(lambda self: self.loader.image_size)
+    color_mode = property(lambda self: self.loader.color_mode)
+    interpolation = property(lambda self: self.loader.interpolation)
+    on_error = property(lambda self: self.loader.on_error)
+    decode_threads = property(lambda self: self.loader.decode_threads)
+    verbose = property(lambda self: self.loader.verbose)
+    skipped = property(lambda self: self.loader.skipped,
+                       doc="Every file skipped so far (missing rows, undecodable files).")
 
     def _check_image_options(self):
         if self.on_error == "skip" and self.labels is None and self.label_mode not in (
@@ -169,30 +162,41 @@ class _ImageFileGenerator(Generator):
                           "each epoch. Use cache='<file path>' to share one cache between "
                           "processes and runs.", stacklevel=3)
 
+    def _stand_ins(self, index):
+        """Replacements for undecodable sample `index`, in order: the other samples of its
+        class, permuted by (seed, index) alone, so every worker picks the same one."""
+        labels = self.labels
+        if labels is not None:
+            candidates = np.flatnonzero(labels == labels[index])
+        else:
+            candidates = np.arange(len(self.file_paths))
+        candidates = candidates[candidates != index]
+        group = (f"class {self.class_names[labels[index]]!r}" if labels is not None
+                 and self.class_names else "the dataset")
+        return seeding.rng(self.seed, seeding.SKIP, index).permutation(candidates), group
+
     def describe_sample(self, index):
         return self.file_paths[index]
 
     def load_sample(self, index):
-        height, width = self.image_size
-        out = np.empty((height, width, images.COLOR_MODES[self.color_mode]), dtype=np.uint8)
-        self._load_into(int(index), out)
-        return out
+        return self.loader.load(index)
 
     def load_batch(self, indices, positions, partners=None, lams=None):
         if partners is None:
             if self.augment is not None:
                 return self._load_augmented(indices, positions)
-            return self._decode(indices, self.dtype or np.uint8)  # threads convert
+            return self.loader.decode(indices, self.dtype or np.uint8, self.rescale)
         # SMOTE: decode the partners after the batch's own rows, blend, then augment
         n, synthetic = len(indices), np.flatnonzero(partners >= 0)
-        out, masks = self._decode(np.concatenate([indices, partners[synthetic]]), np.uint8)
+        out, masks = self.loader.decode(np.concatenate([indices, partners[synthetic]]),
+                                        np.uint8)
         rows = np.zeros(n, bool)
         rows[synthetic] = True
         out = batching.blend_rows(out[:n], out[n:], lams[synthetic], rows)
         masks = None if masks is None else masks[:n]  # a synthetic sample keeps x_i's mask
         if self.augment is not None:
             with self._stage("augment"):
-                pairs = [pair for part in self._in_threads(n, lambda a, b: [
+                pairs = [pair for part in self.loader.in_threads(n, lambda a, b: [
                     self.augment_sample(out[k], positions[k],
                                         None if masks is None else masks[k])
                     for k in range(a, b)]) for pair in part]
@@ -202,30 +206,18 @@ class _ImageFileGenerator(Generator):
                     masks = self.assemble([m for _, m in pairs], indices)
         return self.finish_x(out), masks
 
-    def _decode(self, indices, dtype):
-        """Decodes `indices` (and their masks) on the pool into a new batch of `dtype`."""
-        height, width = self.image_size
-        shape = (len(indices), height, width, images.COLOR_MODES[self.color_mode])
-        out = np.empty(shape, dtype=dtype)
-        masks = None if self.mask_paths is None else np.empty(shape[:3], np.uint16)
-        with self._stage("decode"):
-            self._in_threads(len(indices), lambda a, b: self._load_chunk(
-                indices[a:b], out[a:b], None if masks is None else masks[a:b]))
-        return out, masks
-
     def _load_augmented(self, indices, positions):
         """Decodes, augments and converts each sample in the pool's threads, straight into
         the batch (sample 0 first, here, to learn the augmented shape)."""
-        height, width = self.image_size
-        channels = images.COLOR_MODES[self.color_mode]
+        loader = self.loader
 
         def one(k):
-            pixels = np.empty((height, width, channels), np.uint8)
+            pixels = np.empty(loader.sample_shape, np.uint8)
             mask = None
             with self._stage("decode"):
-                loaded = self._load_into(int(indices[k]), pixels)
-                if self.mask_paths is not None:
-                    mask = images.load_mask(self.mask_paths[loaded], self.image_size)
+                loaded = loader.load_into(int(indices[k]), pixels)
+                if loader.mask_paths is not None:
+                    mask = loader.load_mask(loaded)
             with self._stage("augment"):
                 return self.augment_sample(pixels, positions[k], mask)
 
@@ -248,106 +240,8 @@ class _ImageFileGenerator(Generator):
                     if masks is not None:
                         put(k, m, masks, None)
 
-        self._in_threads(len(indices), chunk)
+        loader.in_threads(len(indices), chunk)
         return out, masks
-
-    # --------------------------------------------------------------- decoding
-    def _in_threads(self, n, work):
-        """Runs work(a, b) over contiguous chunks of range(n) on the pool (in this thread
-        when there is one); returns the results in chunk order."""
-        threads = min(self._threads(), n)
-        if threads <= 1:
-            return [work(0, n)]
-        bounds = np.linspace(0, n, threads + 1).astype(int)
-        futures = [self._pool().submit(work, a, b) for a, b in zip(bounds[:-1], bounds[1:])]
-        return [future.result() for future in futures]
-
-    def _threads(self):
-        """Decode threads of this process's pool: worker threads share one pool, so it
-        gets every core; worker processes each have their own, so they split them."""
-        if self.decode_threads is not None:
-            return self.decode_threads
-        cores = os.cpu_count() or 1
-        return max(1, cores // self.workers) if self.use_multiprocessing else cores
-
-    def _pool(self):
-        """This process's decode pool; a forked worker process makes its own (a pool
-        inherited through fork has no threads and would never run a task)."""
-        executor = self._executor
-        if executor is None or executor[0] != os.getpid():
-            with self._skip_lock:
-                executor = self._executor
-                if executor is None or executor[0] != os.getpid():
-                    executor = (os.getpid(), ThreadPoolExecutor(
-                        self._threads(), thread_name_prefix="kerasgen-decode"))
-                    self._executor = executor
-        return executor[1]
-
-    def _load_chunk(self, indices, out, masks=None):
-        """Decodes `indices` into `out` (a slice of the batch) and their masks into
-        `masks`; when `out` has the final (non-uint8) dtype, the chunk is converted (and
-        rescaled) here, in this thread."""
-        pixels = np.empty(out.shape, np.uint8) if out.dtype != np.uint8 else out
-        for k, index in enumerate(indices):
-            loaded = self._load_into(int(index), pixels[k])
-            if masks is not None:  # the mask of the image actually loaded (a stand-in's)
-                images.load_mask(self.mask_paths[loaded], self.image_size, out=masks[k])
-        if pixels is not out:
-            batching.convert_into(out, pixels, self.rescale)
-
-    def _load_into(self, index, out):
-        """Loads sample `index` into `out`; returns the index whose image it holds
-        (another sample of its class when the file was skipped)."""
-        if self._cache is not None:
-            cached = self._cache.get(index)
-            if cached is not None:
-                out[...] = cached
-                return index
-        loaded = index
-        try:
-            images.load(self.file_paths[index], self.image_size, self.color_mode,
-                        self.interpolation, out=out)
-        except (ValueError, FileNotFoundError) as error:
-            if self.on_error == "raise":
-                raise
-            self._record_skip(index, error)
-            return self._load_replacement(index, out)  # stand-ins are never cached
-        if self._cache is not None:
-            self._cache.put(index, out)
-        return loaded
-
-    def _load_replacement(self, index, out):
-        """Loads a stand-in for undecodable sample `index`: another sample of its class,
-        chosen by (seed, index) alone, so every worker picks the same one."""
-        labels = self.labels
-        if labels is not None:
-            candidates = np.flatnonzero(labels == labels[index])
-        else:
-            candidates = np.arange(len(self.file_paths))
-        candidates = candidates[candidates != index]
-        for j in seeding.rng(self.seed, seeding.SKIP, index).permutation(candidates):
-            try:
-                images.load(self.file_paths[j], self.image_size, self.color_mode,
-                            self.interpolation, out=out)
-                return int(j)
-            except (ValueError, FileNotFoundError) as error:
-                self._record_skip(int(j), error)
-        group = (f"class {self.class_names[labels[index]]!r}" if labels is not None
-                 and self.class_names else "the dataset")
-        raise ValueError(f"No image of {group} could be decoded to stand in for "
-                         f"{self.file_paths[index]}; `gen.skipped` lists the bad files.")
-
-    def _record_skip(self, index, error):
-        path = self.file_paths[index]
-        with self._skip_lock:
-            if path in self.skipped:
-                return
-            self.skipped.append(path)
-            first = len(self.skipped) == 1
-        if first:
-            warnings.warn(f"Skipping an undecodable image, replaced by another sample of "
-                          f"its class: {error} `gen.skipped` lists every skipped file; "
-                          "`gen.validate()` finds them all up front.", stacklevel=2)
 
     @property
     def sampler_features(self):
@@ -355,32 +249,12 @@ class _ImageFileGenerator(Generator):
         if self._features is not None:
             return self._features
         if getattr(self, "_thumbnails", None) is None:
-            self._thumbnails = _Thumbnails(self)
+            self._thumbnails = _Thumbnails(self.loader)
         return self._thumbnails
 
     def validate(self):
         """Decodes every file once (in parallel, with progress); returns the bad paths."""
-        def check(path):
-            try:
-                images.decode(path, self.color_mode, self.image_size)
-                return None
-            except (ValueError, FileNotFoundError):
-                return path
-
-        results = self._pool().map(check, self.file_paths)
-        bad = [p for p in progress(results, "Validating images", len(self.file_paths),
-                                   self.verbose) if p is not None]
-        return bad
-
-    def __getstate__(self):
-        state = super().__getstate__()
-        state["_executor"] = None
-        state["_skip_lock"] = None
-        return state
-
-    def __setstate__(self, state):
-        self.__dict__.update(state)
-        self._skip_lock = threading.Lock()
+        return self.loader.validate()
 
 
 class ImageFolderGenerator(_ImageFileGenerator):
@@ -457,6 +331,7 @@ class ImageFolderGenerator(_ImageFileGenerator):
         super().__init__(len(paths), labels=class_ids, label_mode=label_mode,
                          class_names=names, seed=seed, **common)
         self._check_image_options()
+        self._wire_loader()
         if self._stats is not None:
             self._stats.add("list", listing_s)
 
@@ -516,7 +391,7 @@ class CSVGenerator(_ImageFileGenerator):
             table.columns[mask_col], table, directory, allow_outside, table.describe)
         missing = [i for i, p in enumerate(paths) if not os.path.isfile(p)
                    or (masks is not None and not os.path.isfile(masks[i]))]
-        self.skipped = []
+        skipped = []
         if missing:
             listed = ", ".join(f"{paths[i]} ({table.describe(i)})" for i in missing[:5])
             if on_missing == "raise":
@@ -525,7 +400,7 @@ class CSVGenerator(_ImageFileGenerator):
                     f"{' ...' if len(missing) > 5 else ''}. Fix the paths (or `directory`), "
                     "or pass on_missing='skip' to drop those rows."
                 )
-            self.skipped = [paths[i] for i in missing]
+            skipped = [paths[i] for i in missing]
             warnings.warn(f"Skipping {len(missing)} rows of {table.name()} whose files do "
                           f"not exist: {listed}{' ...' if len(missing) > 5 else ''}. "
                           "`gen.skipped` lists them all.", stacklevel=2)
@@ -539,7 +414,7 @@ class CSVGenerator(_ImageFileGenerator):
         self.table = table
         self.directory = directory
         self._set_images(paths, image_size, color_mode, interpolation, rescale, cache,
-                         on_error, decode_threads, verbose, masks)
+                         on_error, decode_threads, verbose, masks, skipped)
         labels, names = None, class_names
         if y_cols is not None:
             labels = _csv_labels(table, y_cols, label_mode, label_delimiter)
@@ -549,6 +424,7 @@ class CSVGenerator(_ImageFileGenerator):
         super().__init__(len(paths), labels=labels, label_mode=label_mode,
                          class_names=names, **common)
         self._check_image_options()
+        self._wire_loader()
         if self._stats is not None:
             self._stats.add("list", listing_s)
 
@@ -591,23 +467,13 @@ def _missing_or(value):
 
 class _Thumbnails:
     """Lazily decoded 8x8 RGB thumbnails, the default SMOTE feature space for images.
-    Indexing with an array decodes the samples not seen yet (in parallel, with a
-    progress bar for slow cases) and keeps them."""
+    Indexing with an array decodes the samples not seen yet and keeps them."""
 
-    size = (8, 8)
-
-    def __init__(self, gen):
-        self.gen = gen
+    def __init__(self, loader):
+        self.loader = loader
         self.table = {}
 
     def __getitem__(self, indices):
         indices = np.atleast_1d(np.asarray(indices))
-        todo = [int(i) for i in np.unique(indices) if int(i) not in self.table]
-
-        def thumb(i):
-            return i, images.load(self.gen.file_paths[i], self.size, "rgb")
-
-        for i, image in progress(self.gen._pool().map(thumb, todo), "Making thumbnails",
-                                 len(todo), self.gen.verbose):
-            self.table[i] = image.astype(np.float32)
+        self.loader.thumbnails(indices, self.table)
         return np.stack([self.table[int(i)] for i in indices])

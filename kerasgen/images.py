@@ -88,13 +88,17 @@ def decode(path, color_mode="rgb", target_size=None):
     both sides is decoded at 1/2, 1/4 or 1/8 scale (much faster, within ordinary resize
     error of a full decode). Raises ValueError naming the file when it cannot be decoded.
     """
+    return decode_bytes(read_file(path), color_mode, target_size, f"image file {path}")
+
+
+def read_file(path):
+    """The bytes of an image file, as uint8; errors name the file."""
     try:
-        data = np.fromfile(path, dtype=np.uint8)
+        return np.fromfile(path, dtype=np.uint8)
     except FileNotFoundError:
         raise FileNotFoundError(f"Image file not found: {path}") from None
     except OSError as error:
         raise ValueError(f"Cannot read image file {path}: {error}") from error
-    return decode_bytes(data, color_mode, target_size, f"image file {path}")
 
 
 def decode_bytes(data, color_mode="rgb", target_size=None, name="image"):

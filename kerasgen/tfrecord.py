@@ -8,6 +8,7 @@ import numpy as np
 
 from kerasgen import _checks, images
 from kerasgen.base import Generator
+from kerasgen.loader import ImageLoader
 from kerasgen.progress import progress
 
 KINDS = ("image", "label", "float", "int")
@@ -61,6 +62,8 @@ class TFRecordGenerator(Generator):
     """tf.train.Example records from TFRecord files, with random access: an index of
     record offsets is built once (with a progress bar), so shuffling, samplers and
     workers work as for the other generators. Needs TensorFlow (for the Example format).
+    Images are decoded by the same `ImageLoader` as image files: a batch on a thread
+    pool, the next batches ahead of the training loop.
 
     Args:
         files: a TFRecord file or a list of them (uncompressed).
@@ -72,6 +75,8 @@ class TFRecordGenerator(Generator):
         label_mode: "categorical" (default) when there is a "label" feature, else None.
         **common: see kg.Generator.
     """
+
+    prefetch_auto = 2
 
     def __init__(self, files, features, *, image_size=(256, 256), color_mode="rgb",
                  interpolation="bilinear", rescale=None, label_mode="auto", class_names=None,
@@ -112,8 +117,16 @@ class TFRecordGenerator(Generator):
             labels, self._numeric = self._scan(verbose)
         if label_mode == "auto":
             label_mode = "categorical" if self.label_key is not None else None
+        self.loader = None
+        if self.image_key is not None:
+            self.loader = ImageLoader(
+                [self.describe_sample(i) for i in range(len(self.index))], self.image_size,
+                self.color_mode, self.interpolation, verbose=verbose, read=self._image_bytes)
         super().__init__(len(self.index), labels=labels, label_mode=label_mode,
                          class_names=class_names, **common)
+        if self.loader is not None:
+            self.loader.stats = self._stats
+            self.loader.processes = self.workers if self.use_multiprocessing else 1
         if rescale is not None and self.dtype not in ("float32", "float16"):
             raise ValueError(f"`rescale` applies to float batches only. Received: "
                              f"rescale={rescale} with dtype={self.dtype!r}.")
@@ -161,14 +174,19 @@ class TFRecordGenerator(Generator):
         number, offset, _ = self.index[index]
         return f"record at byte {offset - 12} of {self.paths[number]}"
 
+    def _image_bytes(self, index):
+        data = _value(self._feature(self._record(index), self.image_key, index), "image")
+        return np.frombuffer(data, dtype=np.uint8)
+
     def load_sample(self, index):
         if self.image_key is None:
             return self._numeric[index]
-        example = self._record(index)
-        data = _value(self._feature(example, self.image_key, index), "image")
-        image = images.decode_bytes(data, self.color_mode, self.image_size,
-                                    self.describe_sample(index))
-        return images.resize(image, self.image_size, self.color_mode, self.interpolation)
+        return self.loader.load(index)
+
+    def load_batch(self, indices, positions, partners=None, lams=None):
+        if self.loader is None or partners is not None or self.augment is not None:
+            return super().load_batch(indices, positions, partners, lams)
+        return self.loader.decode(indices, self.dtype or np.uint8, self.rescale)
 
     def __getstate__(self):
         state = super().__getstate__()

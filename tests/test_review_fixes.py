@@ -96,16 +96,6 @@ def test_two_generators_on_one_cache_file_never_mix_images(image_folder, tmp_pat
         train[0]
 
 
-def test_decode_threads_use_every_core_with_worker_threads(image_folder):
-    import os
-
-    threads = kg.ImageFolderGenerator(image_folder, workers=4)
-    processes = kg.ImageFolderGenerator(image_folder, workers=2, use_multiprocessing=True)
-    cores = os.cpu_count()
-    assert threads._threads() == cores  # one pool, shared by the worker threads
-    assert processes._threads() == max(1, cores // 2)
-
-
 def test_skip_needs_a_class_to_pick_stand_ins_from(tmp_path, image_folder):
     lines = ["filename,a,b", "cat/cat_0.png,1,0", "dog/dog_0.png,0,1"]
     (image_folder / "ml.csv").write_text("\n".join(lines) + "\n")

@@ -1,0 +1,254 @@
+"""Image loading: encoded images -> resized uint8 arrays, on a thread pool, with caches.
+
+`ImageLoader` is the loader stage of every generator whose samples are encoded images
+(image folders, CSV lists, SQL queries of paths): it decodes and resizes (OpenCV releases
+the GIL, so its pool threads decode in parallel), keeps decoded samples in a cache when
+asked, and applies the bad-file policy (raise, or skip to a stand-in with a report). It
+knows nothing of labels, epochs or batches' order: the generator hands it sample indices
+and a place to write them.
+"""
+
+import os
+import threading
+import warnings
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+
+from kerasgen import _checks, batching, images
+from kerasgen import cache as cache_mod
+from kerasgen.progress import progress
+
+
+class ImageLoader:
+    """Loads encoded images as (height, width, channels) uint8 arrays.
+
+    Args:
+        file_paths: one image path per sample (or, with `read`, one name per sample, used
+            in errors and in `skipped`).
+        image_size, color_mode, interpolation: the output (see ImageFolderGenerator).
+        cache: None, "memory" or a file path (see ImageFolderGenerator).
+        on_error: "raise" or "skip": an undecodable file is replaced by the first
+            decodable file of `stand_ins(index)` -> (candidate indices, what they are
+            called in an error), and listed in `skipped`.
+        decode_threads: threads of the pool; None: `default_threads()`.
+        mask_paths: one segmentation mask per sample, or None.
+        verbose: 0 hides progress bars.
+        read: `read(index) -> encoded bytes` for samples that are not files (records of
+            a TFRecord file, say); None reads `file_paths[index]`.
+    """
+
+    def __init__(self, file_paths, image_size, color_mode, interpolation, *, cache=None,
+                 on_error="raise", decode_threads=None, mask_paths=None, verbose=1,
+                 skipped=(), read=None):
+        self.file_paths = list(file_paths)
+        self.mask_paths = None if mask_paths is None else list(mask_paths)
+        self.image_size = _checks.image_size(image_size)
+        self.color_mode = images.check_color_mode(color_mode)
+        self.interpolation = images.check_interpolation(interpolation)
+        self.on_error = _checks.one_of("on_error", on_error, ("raise", "skip"))
+        self.decode_threads = (None if decode_threads is None
+                               else _checks.positive_int("decode_threads", decode_threads))
+        self.verbose = verbose
+        self.read = read
+        self.processes = 1  # worker processes sharing the machine's cores
+        self.stand_ins = None  # index -> candidate replacement indices, in order
+        self.stats = None  # a stats.PipelineStats, or None
+        self.skipped = list(skipped)  # files skipped so far (listed ones, bad ones)
+        self._lock = threading.Lock()
+        self._executor = None
+        self.cache = self._make_cache(cache)
+
+    @property
+    def sample_shape(self):
+        return self.image_size + (images.COLOR_MODES[self.color_mode],)
+
+    def _make_cache(self, cache):
+        if cache is None:
+            return None
+        if cache == "memory":
+            return cache_mod.MemoryCache(len(self.file_paths), self.sample_shape)
+        if isinstance(cache, (str, os.PathLike)):
+            key = cache_mod.cache_key(self.file_paths, self.sample_shape, self.color_mode,
+                                      self.interpolation)
+            return cache_mod.FileCache(cache, len(self.file_paths), self.sample_shape, key)
+        _checks.fail("cache", "None, 'memory' or a file path", cache, TypeError)
+
+    # ----------------------------------------------------------------- one sample
+    def load_into(self, index, out):
+        """Loads sample `index` into `out`; returns the index whose image it holds
+        (another sample's when the file was skipped)."""
+        if self.cache is not None:
+            cached = self.cache.get(index)
+            if cached is not None:
+                out[...] = cached
+                return index
+        try:
+            self._decode_into(index, out)
+        except (ValueError, FileNotFoundError) as error:
+            if self.on_error == "raise":
+                raise
+            self._record_skip(index, error)
+            return self._load_stand_in(index, out)  # stand-ins are never cached
+        if self.cache is not None:
+            self.cache.put(index, out)
+        return index
+
+    def _decoded(self, index, target_size, color_mode=None):
+        """Sample `index` decoded (at reduced size where `target_size` allows)."""
+        color_mode = color_mode or self.color_mode
+        if self.read is None:
+            return images.decode(self.file_paths[index], color_mode, target_size)
+        return images.decode_bytes(self.read(index), color_mode, target_size,
+                                   self.file_paths[index])
+
+    def _decode_into(self, index, out):
+        images.resize(self._decoded(index, self.image_size), self.image_size,
+                      self.color_mode, self.interpolation, out)
+
+    def load(self, index):
+        """Sample `index` as a new array."""
+        out = np.empty(self.sample_shape, dtype=np.uint8)
+        self.load_into(int(index), out)
+        return out
+
+    def load_mask(self, index, out=None):
+        """The segmentation mask of sample `index` (of the image actually loaded)."""
+        return images.load_mask(self.mask_paths[index], self.image_size, out=out)
+
+    def _load_stand_in(self, index, out):
+        candidates, group = self.stand_ins(index)
+        for j in candidates:
+            try:
+                self._decode_into(int(j), out)
+                return int(j)
+            except (ValueError, FileNotFoundError) as error:
+                self._record_skip(int(j), error)
+        raise ValueError(f"No image of {group} could be decoded to stand in for "
+                         f"{self.file_paths[index]}; `gen.skipped` lists the bad files.")
+
+    def _record_skip(self, index, error):
+        path = self.file_paths[index]
+        with self._lock:
+            if path in self.skipped:
+                return
+            self.skipped.append(path)
+            first = len(self.skipped) == 1
+        if first:
+            warnings.warn(f"Skipping an undecodable image, replaced by another sample of "
+                          f"its class: {error} `gen.skipped` lists every skipped file; "
+                          "`gen.validate()` finds them all up front.", stacklevel=2)
+
+    # ----------------------------------------------------------------- batches
+    def decode(self, indices, dtype, rescale=None):
+        """Decodes `indices` (and their masks) on the pool into a new batch of `dtype`
+        (each thread converts its share); returns (batch, masks or None)."""
+        shape = (len(indices),) + self.sample_shape
+        out = np.empty(shape, dtype=dtype)
+        masks = None if self.mask_paths is None else np.empty(shape[:3], np.uint16)
+        with self.stage("decode"):
+            self.in_threads(len(indices), lambda a, b: self._load_chunk(
+                indices[a:b], out[a:b], None if masks is None else masks[a:b], rescale))
+        return out, masks
+
+    def _load_chunk(self, indices, out, masks, rescale):
+        pixels = np.empty(out.shape, np.uint8) if out.dtype != np.uint8 else out
+        for k, index in enumerate(indices):
+            loaded = self.load_into(int(index), pixels[k])
+            if masks is not None:  # the mask of the image actually loaded (a stand-in's)
+                self.load_mask(loaded, out=masks[k])
+        if pixels is not out:
+            batching.convert_into(out, pixels, rescale)
+
+    def stage(self, name):
+        from kerasgen import stats as stats_mod
+
+        return stats_mod.stage(self.stats, name)
+
+    # ----------------------------------------------------------------- the pool
+    def in_threads(self, n, work):
+        """Runs work(a, b) over contiguous chunks of range(n) on the pool (in this thread
+        when the pool has one thread); returns the results in chunk order."""
+        threads = min(self.threads(), n)
+        if threads <= 1:
+            return [work(0, n)]
+        bounds = np.linspace(0, n, threads + 1).astype(int)
+        futures = [self.pool().submit(work, a, b) for a, b in zip(bounds[:-1], bounds[1:])]
+        return [future.result() for future in futures]
+
+    def threads(self):
+        """Decode threads of this process's pool: `decode_threads`, else the cores this
+        process may use, split between worker processes."""
+        if self.decode_threads is not None:
+            return self.decode_threads
+        return max(1, usable_cores() // self.processes)
+
+    def pool(self):
+        """This process's pool; a forked worker process makes its own (a pool inherited
+        through fork has no threads and would never run a task)."""
+        executor = self._executor
+        if executor is None or executor[0] != os.getpid():
+            with self._lock:
+                executor = self._executor
+                if executor is None or executor[0] != os.getpid():
+                    executor = (os.getpid(), ThreadPoolExecutor(
+                        self.threads(), thread_name_prefix="kerasgen-decode",
+                        initializer=_lower_priority))
+                    self._executor = executor
+        return executor[1]
+
+    # ----------------------------------------------------------------- checks
+    def validate(self):
+        """Decodes every file once (in parallel, with progress); returns the bad paths."""
+        def check(index):
+            try:
+                self._decoded(index, self.image_size)
+                return None
+            except (ValueError, FileNotFoundError):
+                return self.file_paths[index]
+
+        results = self.pool().map(check, range(len(self.file_paths)))
+        return [p for p in progress(results, "Validating images", len(self.file_paths),
+                                    self.verbose) if p is not None]
+
+    def thumbnails(self, indices, table, size=(8, 8)):
+        """Decodes the samples of `indices` missing from `table` as small float32 RGB
+        thumbnails (in parallel, with progress for slow cases) and adds them."""
+        todo = [int(i) for i in np.unique(indices) if int(i) not in table]
+
+        def thumb(i):
+            return i, images.resize(self._decoded(i, size, "rgb"), size, "rgb")
+
+        for i, image in progress(self.pool().map(thumb, todo), "Making thumbnails",
+                                 len(todo), self.verbose):
+            table[i] = image.astype(np.float32)
+
+    def __getstate__(self):
+        state = self.__dict__.copy()
+        state.update(_executor=None, _lock=None)
+        return state
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+        self._lock = threading.Lock()
+
+
+DECODE_NICENESS = int(os.environ.get("KERASGEN_DECODE_NICE", "0"))
+
+
+def _lower_priority():
+    """Runs in each new decode thread: a higher niceness, so that the model's own threads
+    win the cores they share (Linux: per thread; elsewhere nothing happens)."""
+    if DECODE_NICENESS and hasattr(os, "setpriority") and hasattr(threading, "get_native_id"):
+        try:
+            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(),
+                           os.getpriority(os.PRIO_PROCESS, 0) + DECODE_NICENESS)
+        except OSError:
+            pass
+
+
+def usable_cores():
+    """Cores this process may run on (its CPU affinity where the OS tells)."""
+    if hasattr(os, "sched_getaffinity"):
+        return max(1, len(os.sched_getaffinity(0)))
+    return os.cpu_count() or 1
