@@ -7,43 +7,19 @@ assembly, workers, state) lives here.
 
 import copy
 import math
-import sys
+import numbers
 import time
-import weakref
 
 import numpy as np
 from keras.utils import PyDataset
 
-from kerasgen import _checks, _malloc, batching, labels as labels_mod, seeding
+from kerasgen import _ahead, _checks, _keras_compat, _malloc, batching, seeding
+from kerasgen import labels as labels_mod
 from kerasgen import augment as augment_mod
 from kerasgen import samplers as samplers_mod
 from kerasgen import stats as stats_mod
 
 AUTO = "auto"
-_last_begun = None  # weak reference to the generator whose epoch Keras began last
-
-
-def last_begun():
-    """The kerasgen generator whose epoch Keras began most recently (or None)."""
-    return _last_begun() if _last_begun is not None else None
-
-
-def _called_from_keras_reset():
-    """True when the caller chain holds Keras's `EpochIterator.reset`.
-
-    Keras 3 (`keras/src/trainers/epoch_iterator.py`) calls `on_epoch_end()` from
-    `reset()` once before the first batch of `fit` and `evaluate`. That call ends no
-    epoch, so it must not advance ours.
-    """
-    frame = sys._getframe(2)
-    for _ in range(6):
-        if frame is None:
-            return False
-        code = frame.f_code
-        if code.co_name == "reset" and code.co_filename.endswith("epoch_iterator.py"):
-            return True
-        frame = frame.f_back
-    return False
 
 
 class Generator(PyDataset):
@@ -97,17 +73,23 @@ class Generator(PyDataset):
         sample_weight: optional per-sample weights, returned as the batch's third element.
         mask_format: for label_mode="mask": "ids" ((n, h, w) int32 class ids) or
             "one_hot" ((n, h, w, num_classes) float32).
+        prefetch: batches made ahead, on a background thread, while the training loop
+            consumes the current one (with workers=1 and no worker processes; Keras's
+            worker threads and processes work ahead themselves). 0 turns it off. "auto":
+            2 for the image generators, 0 for arrays and custom subclasses (whose
+            `load_sample` may not expect a second thread); at most 256 MiB ahead.
         workers, use_multiprocessing, max_queue_size: passed to `keras.utils.PyDataset`.
     """
 
     rescale = None  # image generators set a factor applied when converting to float
+    prefetch_auto = 0  # batches worked ahead with prefetch="auto"
 
     def __init__(self, num_samples, labels=None, *, batch_size=32, shuffle=True, seed=None,
                  label_mode=AUTO, num_classes=None, class_names=None, dtype="float32",
                  augment=None, batch_augment=None, sampler=None, drop_remainder=False,
                  sample_weight=None, mask_format="ids", features=None, num_shards=None,
-                 shard_index=None, stats=False, workers=1, use_multiprocessing=False,
-                 max_queue_size=10):
+                 shard_index=None, stats=False, prefetch=AUTO, workers=1,
+                 use_multiprocessing=False, max_queue_size=10):
         super().__init__(
             workers=_checks.positive_int("workers", workers),
             use_multiprocessing=bool(use_multiprocessing),
@@ -191,6 +173,12 @@ class Generator(PyDataset):
         if (num_shards is None) != (shard_index is None):
             raise ValueError("`num_shards` and `shard_index` go together. Received: "
                              f"num_shards={num_shards!r}, shard_index={shard_index!r}.")
+        if prefetch != AUTO and (isinstance(prefetch, bool)
+                                 or not isinstance(prefetch, numbers.Integral) or prefetch < 0):
+            _checks.fail("prefetch", "'auto' or a non-negative integer", prefetch)
+        self.prefetch = self.prefetch_auto if prefetch == AUTO else int(prefetch)
+        self._ahead = self._new_ahead()
+        self._ahead_view = None
         if num_shards is not None:
             self._shard = self.shard(num_shards, shard_index)._shard
         if len(self) == 0:
@@ -237,6 +225,14 @@ class Generator(PyDataset):
             return n // self.batch_size
         return math.ceil(n / self.batch_size)
 
+    @property
+    def num_batches(self):
+        """Batches in this epoch, as Keras reads it (`len(gen)`). Keras's adapter is
+        adopted here (see _keras_compat): no tf.data autotuning, and no extra batch
+        shuffle when this generator orders its own epochs."""
+        _keras_compat.adopt_adapter(self.shuffle or self._sampler is not None)
+        return len(self)
+
     def __len__(self):
         total = self._epoch_batches()
         if self._shard is not None:
@@ -274,6 +270,7 @@ class Generator(PyDataset):
         view = copy.copy(self)
         view._shard = None if num_shards == 1 else (num_shards, index, remainder)
         view._plan_cache = None
+        view._ahead = view._new_ahead()
         if len(view) == 0 and view._offset == 0:
             raise ValueError(f"Shard {index} of {num_shards} would hold no batch: the epoch "
                              f"has {self._epoch_batches()} batches. Use fewer shards or a "
@@ -290,11 +287,13 @@ class Generator(PyDataset):
         return tfdata.to_tf_dataset(self, epochs, num_parallel_calls, prefetch)
 
     def at_epoch(self, epoch):
-        """A view of this generator serving `epoch` (for parallel readers of other epochs)."""
+        """A view of this generator serving `epoch` (for parallel readers of other epochs;
+        it makes no batches ahead)."""
         view = copy.copy(self)
         view._epoch = _checks.non_negative_int("epoch", epoch)
-        view._plan_cache = None
+        view._plan_cache = self._plan_cache if epoch == self._epoch else None
         view._offset = 0 if epoch != self._epoch else self._offset
+        view._ahead = view._ahead_view = None  # parallel readers ask out of order
         return view
 
     def __repr__(self):
@@ -329,7 +328,6 @@ class Generator(PyDataset):
         return plan
 
     def on_epoch_begin(self):
-        global _last_begun
         if self._short_epoch_done:
             self._short_epoch_done = False
             raise RuntimeError(
@@ -339,17 +337,18 @@ class Generator(PyDataset):
                 "remaining epochs in a new model.fit call."
             )
         self._epoch_open = True
-        _last_begun = weakref.ref(self)  # found by GeneratorCheckpoint without an argument
+        _keras_compat.note_epoch_begun(self)  # found by GeneratorCheckpoint without argument
 
     def on_epoch_end(self):
         """Advances to the next epoch (new order, new augmentation draws)."""
-        if not self._epoch_open and _called_from_keras_reset():
+        if not self._epoch_open and _keras_compat.called_from_keras_reset():
             self._short_epoch_done = False  # a new fit: Keras measures the length anew
             return
         self._short_epoch_done = self._offset > 0 and self._epoch_open
         self._epoch_open = False
         self._epoch += 1
         self._offset = 0
+        self._forget_ahead()
 
     def get_state(self, batches_done=0):
         """A small JSON-able dict; `set_state` on a fresh generator resumes from it.
@@ -386,6 +385,7 @@ class Generator(PyDataset):
         self._plan_cache = None
         self._offset = 0
         self._offset = _checks.non_negative_int("state['batch']", state.get("batch", 0))
+        self._forget_ahead()
         if self._offset and len(self) == 0:
             raise ValueError(f"The state's batch position ({self._offset}) is past the end "
                              f"of epoch {self._epoch}.")
@@ -402,19 +402,45 @@ class Generator(PyDataset):
                              f"{n_batches} batches.")
         if self._epoch_open:  # Keras is running an epoch: undo TensorFlow's malloc pin
             _malloc.keep()
-        start = time.perf_counter() if self._stats is not None else None
         try:
-            batch = self._batch(index)
-            if start is not None:
-                x = batch[0]
-                self._stats.batch_done(start, len(next(iter(x.values())) if isinstance(
-                    x, dict) else x))
-            return batch
+            if self._ahead is not None:
+                return self._ahead.get(self._epoch, int(index), n_batches)
+            return self._timed_batch(index)
         except Exception as error:  # name the batch, also when raised in a worker process
             if hasattr(error, "add_note"):
                 error.add_note(f"kerasgen: while loading batch {index} of epoch "
                                f"{self._epoch} of {self!r}")
             raise
+
+    def _new_ahead(self):
+        """The work-ahead of this generator (None where it does not apply)."""
+        if not self.prefetch or self.workers > 1 or self.use_multiprocessing:
+            return None
+        return _ahead.WorkAhead(self._make_ahead, self.prefetch)
+
+    def _forget_ahead(self):
+        """Drops the batches made ahead: the epoch, seed or position changed."""
+        self._ahead_view = None
+        if self._ahead is not None:
+            self._ahead.reset()
+
+    def _make_ahead(self, epoch, index):
+        """Batch `index` of `epoch`, made on a view fixed at that epoch (so that Keras's
+        on_epoch_end, arriving while it is made, changes nothing in it)."""
+        view = self._ahead_view
+        if view is None or view._epoch != epoch:
+            view = self._ahead_view = self.at_epoch(epoch)
+        return view._timed_batch(index)
+
+    def _timed_batch(self, index):
+        if self._stats is None:
+            return self._batch(index)
+        start = time.perf_counter()
+        batch = self._batch(index)
+        x = batch[0]
+        self._stats.batch_done(start, len(next(iter(x.values())) if isinstance(x, dict)
+                                          else x))
+        return batch
 
     def _batch(self, index):
         batch_number = self._global_batch(index)  # in the whole epoch: keys the draws
@@ -541,6 +567,7 @@ class Generator(PyDataset):
     def __getstate__(self):
         state = self.__dict__.copy()
         state["_plan_cache"] = None
+        state["_ahead_view"] = None
         return state
 
 

@@ -8,7 +8,7 @@ import keras
 
 from kerasgen import _checks
 from kerasgen import stats as stats_mod
-from kerasgen.base import last_begun
+from kerasgen._keras_compat import last_begun
 
 
 def _write_json(path, state):
@@ -28,9 +28,10 @@ class GeneratorCheckpoint(keras.callbacks.Callback):
     generator where the saved one was: the remaining batches of the interrupted epoch,
     then the following epochs, are those an uninterrupted run would have produced.
 
-    Mid-epoch positions count batches in order, so train with `fit(..., shuffle=False)`:
-    Keras's default shuffle=True reorders a PyDataset's batches with an unseeded shuffle
-    (the generator's own order is already shuffled from its seed). After a mid-epoch
+    Mid-epoch positions count batches in the generator's order, which `fit` follows for a
+    shuffling generator (it turns Keras's extra batch shuffle off); a generator built with
+    shuffle=False keeps Keras's unseeded batch shuffle, so train it with
+    `fit(..., shuffle=False)`. After a mid-epoch
     restore, `len(gen)` is the number of batches left in that epoch: run
     `model.fit(gen, epochs=1)` for it, then fit the remaining epochs.
 

@@ -93,14 +93,20 @@ def test_predict_and_evaluate_serve_epoch_zero_like_fit(image_folder, workers):
     assert order.tolist() == [i for batch in first_epoch for i in batch]
 
 
-def test_fit_shuffle_true_reorders_whole_batches_only(image_folder):
-    make = lambda: folder_gen(image_folder)  # noqa: E731
+def test_fit_shuffle_true_reorders_the_whole_batches_of_a_fixed_order_generator(
+        image_folder):
+    """A generator with shuffle=False keeps Keras's batch shuffle (a shuffling one turns
+    it off: see test_feeding.py)."""
+    make = lambda: kg.ImageFolderGenerator(image_folder, image_size=(8, 8),  # noqa: E731
+                                           batch_size=2, shuffle=False, label_mode="int")
     gen = make()
     model = recorder()
     model.fit(gen, epochs=2, verbose=0, shuffle=True)
-    seen = [batch for _, batch in model.seen]
-    for got, want in zip(by_epoch(seen, len(gen)), expected_epochs(make, 2)):
+    seen = by_epoch([batch for _, batch in model.seen], len(gen))
+    expected = expected_epochs(make, 2)
+    for got, want in zip(seen, expected):
         assert sorted(got) == sorted(want)
+    assert seen != expected  # 6 batches: the same order twice by chance is 1 in 518,400
 
 
 def test_array_generator_trains_a_model_with_dicts_and_weights():

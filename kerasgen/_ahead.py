@@ -1,0 +1,95 @@
+"""Work ahead: make the next batches while the training loop consumes this one.
+
+The batches of an epoch are a pure function of (seed, epoch, batch number), so which
+batch comes next is known: when batch i is asked for, batches i+1..i+depth are made on
+one background thread (whose decoding fans out to the loader's pool) and handed over
+when asked for. Keras's PyDataset path with `workers=1` computes each batch only when its
+training loop asks (the JAX and torch backends wait for it; TensorFlow's `prefetch`
+overlaps one batch at most), so without this nothing else decodes during a step.
+
+Only a caller that walks the epoch in order benefits; any other order (Keras shuffling
+the batches of an unshuffled generator, random access) turns the work-ahead off for the
+rest of that epoch, so no work is wasted twice.
+"""
+
+import os
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+
+class WorkAhead:
+    """Batches made ahead of the caller, keyed by (epoch, batch index).
+
+    `make(epoch, index)` builds a batch; it must depend on nothing else. `depth` is the
+    most batches made or held ahead at once; after the first batch it is lowered, if
+    need be, so that they fit in `budget_bytes` (one batch ahead at least).
+    """
+
+    def __init__(self, make, depth, budget_bytes=256 << 20):
+        self.make = make
+        self.depth = depth
+        self.budget_bytes = budget_bytes
+        self._sized = False
+        self._lock = threading.Lock()
+        self._pending = {}  # (epoch, index) -> Future
+        self._last = None  # the (epoch, index) asked for last
+        self._off_epoch = None  # an epoch whose order turned out not sequential
+        self._executor = None  # (pid, ThreadPoolExecutor): remade after a fork
+
+    def get(self, epoch, index, num_batches):
+        """Batch `index` of `epoch` (of `num_batches`), made ahead when it was foreseen;
+        then queues the batches after it."""
+        with self._lock:
+            future = self._pending.pop((epoch, index), None)
+            in_order = (index == 0 or self._last is None
+                        or (epoch, index) == (self._last[0], self._last[1] + 1))
+            if not in_order and future is None:
+                self._off_epoch = epoch
+            self._last = (epoch, index)
+            off = self._off_epoch == epoch
+            self._drop(lambda key: off or key[0] != epoch or key[1] < index)
+            if not off:
+                for ahead in range(index + 1, min(index + 1 + self.depth, num_batches)):
+                    if (epoch, ahead) not in self._pending:
+                        self._pending[(epoch, ahead)] = self._pool().submit(
+                            self.make, epoch, ahead)
+        batch = future.result() if future is not None else self.make(epoch, index)
+        if not self._sized:
+            self._sized = True
+            self.depth = max(1, min(self.depth, self.budget_bytes // max(1, nbytes(batch))))
+        return batch
+
+    def reset(self):
+        """Forgets everything made ahead (a new epoch, a restored state)."""
+        with self._lock:
+            self._drop(lambda key: True)
+            self._last = None
+
+    def _drop(self, stale):
+        for key in [key for key in self._pending if stale(key)]:
+            self._pending.pop(key).cancel()  # one already running finishes unseen
+
+    def _pool(self):
+        executor = self._executor
+        if executor is None or executor[0] != os.getpid():
+            executor = self._executor = (os.getpid(), ThreadPoolExecutor(
+                1, thread_name_prefix="kerasgen-ahead"))
+        return executor[1]
+
+    def __getstate__(self):  # a copy (a worker process) starts with nothing ahead
+        state = self.__dict__.copy()
+        state.update(_lock=None, _pending={}, _last=None, _executor=None)
+        return state
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+        self._lock = threading.Lock()
+
+
+def nbytes(batch):
+    """Bytes held by the arrays of a batch (tuples, lists and dicts of arrays)."""
+    if isinstance(batch, dict):
+        return sum(nbytes(v) for v in batch.values())
+    if isinstance(batch, (tuple, list)):
+        return sum(nbytes(v) for v in batch)
+    return int(getattr(batch, "nbytes", 0))

@@ -1,0 +1,96 @@
+"""Everything that depends on Keras's internals, in one place.
+
+Keras 3 (`keras/src/trainers/epoch_iterator.py`, `.../data_adapters/py_dataset_adapter.py`,
+checked against 3.3-3.15) feeds a PyDataset through a `PyDatasetAdapter`; two of its habits
+need answering, and both are recognised by the calling frame's function and file name:
+
+- `EpochIterator.reset()` calls `on_epoch_end()` once before the first batch of `fit` and
+  `evaluate`. That call ends no epoch, so a generator must not advance on it.
+- `fit(shuffle=True)` (its default) makes the adapter (or its `OrderedEnqueuer`) ask for the
+  batches of each epoch in an order drawn from Python's global `random`, unseeded. A
+  kerasgen generator that orders its own epochs (shuffle=True or a sampler) already draws a
+  uniformly random order from (seed, epoch); a random reordering of its batches on top adds
+  no randomness, but makes the order irreproducible, breaks mid-epoch resume and hides
+  from the generator which batch comes next. So when such a generator is asked its length
+  by the adapter or enqueuer that is about to shuffle, that shuffle is turned off for the
+  adapter's life. A generator with shuffle=False keeps Keras's.
+- On the TensorFlow backend the adapter wraps the generator in
+  `tf.data.Dataset.from_generator(...).prefetch(AUTOTUNE)`, and `fit` without
+  `steps_per_epoch` makes a new iterator of it at the start of every epoch, dropping the
+  one made at the end of the last. Destroying a tf.data iterator waits for its autotuning
+  thread, which notices only when its own timed wait ends: measured here, stalls of 15 to
+  20 s with no thread busy, in about one epoch of two (TensorFlow 2.21). A kerasgen
+  generator works ahead itself (see _ahead.py), so the adapter's dataset gets tf.data's
+  autotuning turned off, as Keras itself does when it runs worker threads.
+
+Both are done when Keras's adapter first asks a generator for `num_batches`
+(`adopt_adapter`).
+"""
+
+import sys
+import weakref
+
+_ADAPTER_FILE = "py_dataset_adapter.py"
+# the Keras functions that read `num_batches` right before shuffling the batch indices
+_SHUFFLING_READERS = ("_finite_generator", "_run")
+
+_last_begun = None  # weak reference to the generator whose epoch Keras began last
+
+
+def note_epoch_begun(gen):
+    """Remembers `gen` as the generator whose epoch Keras began last."""
+    global _last_begun
+    _last_begun = weakref.ref(gen)
+
+
+def last_begun():
+    """The kerasgen generator whose epoch Keras began most recently (or None)."""
+    return _last_begun() if _last_begun is not None else None
+
+
+def called_from_keras_reset():
+    """True when the caller of the caller is reached from Keras's `EpochIterator.reset`."""
+    frame = sys._getframe(2)
+    for _ in range(6):
+        if frame is None:
+            return False
+        code = frame.f_code
+        if code.co_name == "reset" and code.co_filename.endswith("epoch_iterator.py"):
+            return True
+        frame = frame.f_back
+    return False
+
+
+def adopt_adapter(own_order):
+    """Called from a generator's `num_batches` (frame 1): when its reader (frame 2) is
+    Keras's adapter or enqueuer, turns off the adapter's tf.data autotuning, and also the
+    batch shuffle it is about to do when `own_order` (the generator orders its epochs).
+    Returns what it changed: "autotune", "shuffle" or None."""
+    frame = sys._getframe(2)  # 0: here, 1: num_batches, 2: its reader
+    code = frame.f_code
+    if not code.co_filename.endswith(_ADAPTER_FILE):
+        return None
+    owner = frame.f_locals.get("self")
+    if owner is None:
+        return None
+    if code.co_name in _SHUFFLING_READERS:
+        if own_order and getattr(owner, "shuffle", False):
+            owner.shuffle = False
+            return "shuffle"
+        return None
+    if code.co_name == "num_batches" and hasattr(owner, "get_tf_dataset") and (
+            "get_tf_dataset" not in vars(owner)):
+        owner.get_tf_dataset = _without_autotune(owner.get_tf_dataset)
+        return "autotune"
+    return None
+
+
+def _without_autotune(get_tf_dataset):
+    def get_tf_dataset_without_autotune():
+        import tensorflow as tf
+
+        options = tf.data.Options()
+        options.autotune.enabled = False
+        return get_tf_dataset().with_options(options)
+
+    return get_tf_dataset_without_autotune
