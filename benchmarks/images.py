@@ -97,8 +97,9 @@ def _image_files_under(folder):
     return found
 
 
-def _make_photo(photos, index):
-    """File `index`: a random crop (4:3) of one sample photo, maybe flipped and re-toned."""
+def make_photo(photos, index, size=PHOTO_SIZE):
+    """File `index` (BGR, `size` = (width, height)): a random 4:3 crop of one sample
+    photo, maybe flipped and re-toned."""
     rng = np.random.default_rng([DATA_SEED, index])
     photo = photos[int(rng.integers(len(photos)))]
     height, width = photo.shape[:2]  # 427 x 640
@@ -109,7 +110,7 @@ def _make_photo(photos, index):
     crop = photo[top:top + crop_h, left:left + crop_w]
     if rng.random() < 0.5:
         crop = crop[:, ::-1]
-    image = cv2.resize(np.ascontiguousarray(crop), PHOTO_SIZE, interpolation=cv2.INTER_AREA)
+    image = cv2.resize(np.ascontiguousarray(crop), size, interpolation=cv2.INTER_AREA)
     gain = rng.uniform(0.85, 1.15)  # slight brightness change: files differ even more
     image = np.clip(image.astype(np.float32) * gain, 0, 255).astype(np.uint8)
     return cv2.cvtColor(image, cv2.COLOR_RGB2BGR)
@@ -137,7 +138,7 @@ def build_data(folder, num_files):
         (folder / f"class_{c:02d}").mkdir(parents=True, exist_ok=True)
     params = [cv2.IMWRITE_JPEG_QUALITY, JPEG_QUALITY]
     for i in missing:
-        ok, encoded = cv2.imencode(".jpg", _make_photo(photos, i), params)
+        ok, encoded = cv2.imencode(".jpg", make_photo(photos, i), params)
         if not ok:
             raise RuntimeError(f"cv2.imencode failed for file {i}")
         target = folder / expected[i]
@@ -847,6 +848,9 @@ def parse_args(argv=None):
                         help=f"folder of the generated photos (default {DEFAULT_DATA}, or "
                              f"{DEFAULT_DATA}-N for another --num-files N)")
     parser.add_argument("--skip-fit", action="store_true", help="skip the model.fit part")
+    parser.add_argument("--skip-cnn", action="store_true",
+                        help="skip the tutorial-CNN model.fit rows (benchmarks/fit_cnn.py, "
+                             "about 20 minutes on 2 cores)")
     parser.add_argument("--skip-tuned", action="store_true",
                         help="skip the tune_malloc() child process and its info rows")
     parser.add_argument("--quick", action="store_true",
@@ -991,8 +995,17 @@ def main(argv=None):
         print(f"=== {PROCESS_TITLES[FIT_PART]} (model.fit)", flush=True)
         fit = run_fit(args)
     check_untuned(kerasgen.images, "at the end")
+    cnn = None
+    if not args.skip_fit and not args.skip_cnn:
+        import fit_cnn
+
+        print("=== the tutorial CNN in model.fit (benchmarks/fit_cnn.py)", flush=True)
+        cnn = fit_cnn.main(["--repeats", str(args.fit_repeats), "--max-other",
+                            repr(args.max_other), "--quiet-wait", repr(args.quiet_wait)])
     wall = time.perf_counter() - wall_start
     ratios = report(standalone, fit, cores, args, wall)
+    if cnn is not None:
+        ratios.update({f"tutorial CNN: {k}": v for k, v in cnn.items()})
 
     if args.json:
         payload = {

@@ -27,11 +27,23 @@ def cache_key(file_paths, shape, color_mode, interpolation):
 KEY_BYTES = 64  # a file cache starts with its key, checked by every process opening it
 
 
-class MemoryCache:
-    """Decoded samples in RAM. Shared by worker threads; each worker process has its own."""
+def auto_budget():
+    """Bytes cache="auto" may keep in RAM: 1 GiB, or a tenth of the machine's memory when
+    that is less."""
+    try:
+        memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        memory = 8 << 30
+    return min(1 << 30, memory // 10)
 
-    def __init__(self, num_samples, sample_shape):
+
+class MemoryCache:
+    """Decoded samples in RAM. Shared by worker threads; each worker process has its own.
+    With `capacity`, only samples 0..capacity-1 are kept (the others load every time)."""
+
+    def __init__(self, num_samples, sample_shape, capacity=None):
         self.num_samples, self.sample_shape = num_samples, tuple(sample_shape)
+        self.capacity = num_samples if capacity is None else min(num_samples, capacity)
         self._data = None
         self._filled = None
         self._lock = threading.Lock()
@@ -40,16 +52,20 @@ class MemoryCache:
         if self._data is None:
             with self._lock:
                 if self._data is None:
-                    self._filled = np.zeros(self.num_samples, dtype=bool)
-                    self._data = np.empty((self.num_samples,) + self.sample_shape,
+                    self._filled = np.zeros(self.capacity, dtype=bool)
+                    self._data = np.empty((self.capacity,) + self.sample_shape,
                                           dtype=np.uint8)
         return self._data, self._filled
 
     def get(self, index):
+        if index >= self.capacity:
+            return None
         data, filled = self._arrays()
         return data[index] if filled[index] else None
 
     def put(self, index, sample):
+        if index >= self.capacity:
+            return
         data, filled = self._arrays()
         data[index] = sample
         filled[index] = True

@@ -2,7 +2,7 @@
 
     kerasgen preview DIR --out preview.png [--augment]
     kerasgen inspect DIR|CSV [--json]
-    kerasgen bench DIR|CSV --image-size 224 --batch-size 32 [--workers N] [--cache memory]
+    kerasgen bench DIR|CSV --image-size 224 --batch-size 32 [--workers N] [--cache none|auto|memory|PATH]
 """
 
 import argparse
@@ -45,7 +45,7 @@ def _bench(args):
 
     common = dict(image_size=(args.image_size,) * 2, batch_size=args.batch_size,
                   workers=args.workers, use_multiprocessing=args.processes,
-                  cache=args.cache, dtype=args.dtype, stats=True, label_mode=None,
+                  cache=None if args.cache == "none" else args.cache, dtype=args.dtype, stats=True, label_mode=None,
                   shuffle=False, verbose=0, rescale=1 / 255 if args.dtype != "uint8" else None)
     if os.path.isdir(args.source):
         gen = ImageFolderGenerator(args.source, **common)
@@ -114,7 +114,8 @@ def main(argv=None):
     bench.add_argument("--workers", type=int, default=1)
     bench.add_argument("--processes", action="store_true",
                        help="worker processes (use_multiprocessing=True)")
-    bench.add_argument("--cache", default=None, help="'memory' or a file path")
+    bench.add_argument("--cache", default="auto",
+                       help="'auto' (the generators' default), 'none', 'memory' or a file path")
     bench.add_argument("--dtype", default="float32", choices=["float32", "float16", "uint8"])
     bench.add_argument("--epochs", type=int, default=2, help="passes (2: see the cache work)")
     bench.add_argument("--x-col", default="filename", help="CSV column of image paths")

@@ -111,7 +111,7 @@ class _ImageFileGenerator(Generator):
     prefetch_auto = 2
 
     def _set_images(self, file_paths, image_size, color_mode, interpolation, rescale,
-                    cache=None, on_error="raise", decode_threads=None, verbose=1,
+                    cache="auto", on_error="raise", decode_threads=None, verbose=1,
                     mask_paths=None, skipped=()):
         if rescale is not None and (isinstance(rescale, bool)
                                     or not isinstance(rescale, numbers.Real)):
@@ -128,6 +128,8 @@ class _ImageFileGenerator(Generator):
         self.loader.stand_ins = self._stand_ins
         self.loader.stats = self._stats
         self.loader.processes = self.workers if self.use_multiprocessing else 1
+        if self.cache == "auto" and self.use_multiprocessing:
+            self.loader.cache = None  # each process would fill, and lose, its own copy
 
     # what users read, kept on the generator
     file_paths = property(lambda self: self.loader.file_paths)
@@ -281,10 +283,13 @@ class ImageFolderGenerator(_ImageFileGenerator):
             Masks load single-channel, resize with nearest neighbour, and get exactly the
             geometric transform of their image; y is (n, h, w) class ids, or one-hot with
             mask_format="one_hot".
-        cache: None, "memory", or a file path: decoded, resized uint8 samples are kept
-            (augmentation runs after the cache). A file cache is memory-mapped, shared by
-            worker processes and reused by later runs while the files, their sizes and
-            times, image_size and color_mode are unchanged; rebuilt otherwise.
+        cache: decoded, resized uint8 samples kept for later epochs (augmentation runs
+            after the cache). "auto" (default): in RAM, as many samples as fit in 1 GiB
+            (or a tenth of the machine's memory, if less), without worker processes.
+            "memory": every sample in RAM. A file path: memory-mapped, shared by worker
+            processes and reused by later runs while the files, their sizes and times,
+            image_size and color_mode are unchanged; rebuilt otherwise. None: decode
+            every epoch.
         on_error: "raise" (default): an undecodable file is an error naming it. "skip":
             it is replaced by another sample of its class (chosen from the seed), with one
             warning; `gen.skipped` lists every skipped file. `gen.validate()` scans all
@@ -298,7 +303,7 @@ class ImageFolderGenerator(_ImageFileGenerator):
     def __init__(self, directory, *, image_size=(256, 256), color_mode="rgb",
                  class_names=None, validation_split=None, subset=None,
                  label_mode="categorical", interpolation="bilinear", rescale=None,
-                 follow_links=False, cache=None, on_error="raise", decode_threads=None,
+                 follow_links=False, cache="auto", on_error="raise", decode_threads=None,
                  verbose=1, mask_dir=None, seed=None, **common):
         if label_mode == "multi_label":
             raise ValueError("label_mode='multi_label' does not apply to a folder of "
@@ -363,7 +368,7 @@ class CSVGenerator(_ImageFileGenerator):
     def __init__(self, csv, *, x_col="filename", y_col="label", directory=None,
                  image_size=(256, 256), color_mode="rgb", class_names=None,
                  label_mode="categorical", label_delimiter="|", on_missing="raise",
-                 allow_outside=False, interpolation="bilinear", rescale=None, cache=None,
+                 allow_outside=False, interpolation="bilinear", rescale=None, cache="auto",
                  on_error="raise", decode_threads=None, verbose=1, mask_col=None, **common):
         if (mask_col is None) != (label_mode != "mask"):
             raise ValueError("`mask_col` and label_mode='mask' go together. Received: "

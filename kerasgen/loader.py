@@ -27,7 +27,7 @@ class ImageLoader:
         file_paths: one image path per sample (or, with `read`, one name per sample, used
             in errors and in `skipped`).
         image_size, color_mode, interpolation: the output (see ImageFolderGenerator).
-        cache: None, "memory" or a file path (see ImageFolderGenerator).
+        cache: "auto", None, "memory" or a file path (see ImageFolderGenerator).
         on_error: "raise" or "skip": an undecodable file is replaced by the first
             decodable file of `stand_ins(index)` -> (candidate indices, what they are
             called in an error), and listed in `skipped`.
@@ -68,11 +68,15 @@ class ImageLoader:
             return None
         if cache == "memory":
             return cache_mod.MemoryCache(len(self.file_paths), self.sample_shape)
+        if cache == "auto":  # as many samples as fit in the budget, in this process
+            row = int(np.prod(self.sample_shape))
+            return cache_mod.MemoryCache(len(self.file_paths), self.sample_shape,
+                                         capacity=cache_mod.auto_budget() // row)
         if isinstance(cache, (str, os.PathLike)):
             key = cache_mod.cache_key(self.file_paths, self.sample_shape, self.color_mode,
                                       self.interpolation)
             return cache_mod.FileCache(cache, len(self.file_paths), self.sample_shape, key)
-        _checks.fail("cache", "None, 'memory' or a file path", cache, TypeError)
+        _checks.fail("cache", "'auto', None, 'memory' or a file path", cache, TypeError)
 
     # ----------------------------------------------------------------- one sample
     def load_into(self, index, out):
@@ -192,8 +196,7 @@ class ImageLoader:
                 executor = self._executor
                 if executor is None or executor[0] != os.getpid():
                     executor = (os.getpid(), ThreadPoolExecutor(
-                        self.threads(), thread_name_prefix="kerasgen-decode",
-                        initializer=_lower_priority))
+                        self.threads(), thread_name_prefix="kerasgen-decode"))
                     self._executor = executor
         return executor[1]
 
@@ -231,20 +234,6 @@ class ImageLoader:
     def __setstate__(self, state):
         self.__dict__.update(state)
         self._lock = threading.Lock()
-
-
-DECODE_NICENESS = int(os.environ.get("KERASGEN_DECODE_NICE", "0"))
-
-
-def _lower_priority():
-    """Runs in each new decode thread: a higher niceness, so that the model's own threads
-    win the cores they share (Linux: per thread; elsewhere nothing happens)."""
-    if DECODE_NICENESS and hasattr(os, "setpriority") and hasattr(threading, "get_native_id"):
-        try:
-            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(),
-                           os.getpriority(os.PRIO_PROCESS, 0) + DECODE_NICENESS)
-        except OSError:
-            pass
 
 
 def usable_cores():

@@ -70,10 +70,10 @@ def test_decode_pool_is_remade_in_a_forked_worker(image_folder):
     np.testing.assert_array_equal(queue.get(timeout=5), expected)
 
 
-@pytest.mark.parametrize("cache", ["memory", "file"])
+@pytest.mark.parametrize("cache", ["auto", "memory", "file"])
 def test_cache_serves_later_epochs_and_augmentation_runs_after_it(image_folder, tmp_path,
                                                                   cache):
-    spec = "memory" if cache == "memory" else str(tmp_path / "cache.bin")
+    spec = str(tmp_path / "cache.bin") if cache == "file" else cache
     calls = []
 
     def mark(x, rng):
@@ -88,6 +88,40 @@ def test_cache_serves_later_epochs_and_augmentation_runs_after_it(image_folder, 
     gen.on_epoch_end()
     np.testing.assert_array_equal(gen[0][0], first)
     assert len(calls) == 24  # augmented in both epochs
+
+
+def test_auto_cache_is_the_default_and_keeps_what_fits_in_its_budget(image_folder,
+                                                                     monkeypatch):
+    from kerasgen import cache as cache_mod
+
+    row = 6 * 6 * 3
+    monkeypatch.setattr(cache_mod, "auto_budget", lambda: 5 * row + 7)  # 5 samples fit
+    gen = kg.ImageFolderGenerator(image_folder, image_size=(6, 6), batch_size=12,
+                                  shuffle=False, dtype="uint8")
+    uncached = kg.ImageFolderGenerator(image_folder, image_size=(6, 6), batch_size=12,
+                                       shuffle=False, cache=None)
+    assert gen.cache == "auto"
+    first = gen[0][0]
+    uncached[0]
+    for path in gen.file_paths[5:]:  # samples 5.. are not cached: they read again
+        os.rename(path, path + ".moved")
+    gen.on_epoch_end()
+    with pytest.raises(FileNotFoundError, match="Image file not found"):
+        gen[0]
+    for path in gen.file_paths[5:]:
+        os.rename(path + ".moved", path)
+    for path in gen.file_paths[:5]:
+        os.rename(path, path + ".moved")
+    np.testing.assert_array_equal(gen[0][0], first)  # 0..4 from the cache, 5.. decoded
+    uncached.on_epoch_end()
+    with pytest.raises(FileNotFoundError):
+        uncached[0]
+
+
+def test_auto_cache_is_off_with_worker_processes(image_folder):
+    processes = kg.ImageFolderGenerator(image_folder, image_size=(6, 6), workers=2,
+                                        use_multiprocessing=True)
+    assert processes.cache == "auto" and processes.loader.cache is None  # one per process
 
 
 def test_file_cache_is_reused_across_runs_and_rebuilt_on_change(image_folder, tmp_path):
