@@ -565,8 +565,10 @@ def tiny_model(rescale):
 
 
 FIT_KG_F32_LEAVE = "fit: kerasgen float32, KERASGEN_MALLOC=leave (info)"
+FIT_KG_F32_NO_CACHE = "fit: kerasgen float32, cache=None"
 FIT_SPECS = {  # name: (pipeline, the model needs Rescaling(1/255), extra environment)
     FIT_KG_F32: ("kerasgen float32", False, {}),
+    FIT_KG_F32_NO_CACHE: ("kerasgen float32 cache=None", False, {}),
     FIT_KG_U8: ("kerasgen uint8", True, {}),
     FIT_PLAIN: ("plain", False, {}),
     FIT_TFDATA: ("tf.data", False, {}),
@@ -579,6 +581,8 @@ def fit_pipeline(folder, pipeline):
     """A fresh input pipeline for one model.fit epoch."""
     if pipeline == "kerasgen float32":
         return kerasgen_generator(folder, "float32")
+    if pipeline == "kerasgen float32 cache=None":
+        return kerasgen_generator(folder, "float32", cache=None)
     if pipeline == "kerasgen uint8":
         return kerasgen_generator(folder, "uint8")
     p, y = list_files(folder)
@@ -789,8 +793,10 @@ def report(standalone, fit, cores, args, wall):
          s(KG_F32), None, None),
         ("tune_malloc(), bare cv2 loop: tuned / glibc default", s(LIMIT_TUNED), s(LIMIT),
          None, None),
-        ("model.fit kerasgen float32 / model.fit tf.data", f(FIT_KG_F32), f(FIT_TFDATA),
-         1.3, (fit, FIT_TFDATA)),
+        ("model.fit kerasgen float32 cache=None / model.fit tf.data", f(FIT_KG_F32_NO_CACHE),
+         f(FIT_TFDATA), 1.3, (fit, FIT_TFDATA)),
+        ("model.fit kerasgen float32 (default cache='auto') / model.fit tf.data",
+         f(FIT_KG_F32), f(FIT_TFDATA), None, (fit, FIT_TFDATA)),
         ("model.fit kerasgen uint8 / model.fit tf.data", f(FIT_KG_U8), f(FIT_TFDATA), None,
          (fit, FIT_TFDATA)),
         ("model.fit kerasgen float32 / model.fit plain Sequence", f(FIT_KG_F32),
