@@ -1,8 +1,50 @@
 """Batch assembly: one preallocated array (or dict of arrays) per batch."""
 
+import sys
+import threading
+
 import numpy as np
 
 DTYPES = ("float32", "float16", "uint8", None)
+
+
+class BufferPool:
+    """Batch-sized arrays reused once nothing else holds them.
+
+    A fresh array of a batch's size is fresh memory: every page of it faults in on first
+    touch (glibc hands blocks above its mmap threshold straight back to the system, and
+    TensorFlow pins that threshold low inside `fit`), and that costs more than the copy
+    into it, the more so on virtual machines. `empty` hands out an array of the pool
+    whose reference count shows the pool's reference only: a batch still held by Keras,
+    TensorFlow, JAX or torch (a tensor sharing its memory keeps a reference), or by a
+    view of it, is never handed out again until they let go. At most `keep` arrays of
+    each shape and dtype are kept.
+    """
+
+    _FREE = 3  # references of a free array in `empty`: the list, the loop, getrefcount
+
+    def __init__(self, keep=6):
+        self.keep = keep
+        self._arrays = {}
+        self._lock = threading.Lock()
+
+    def empty(self, shape, dtype):
+        key = (tuple(shape), np.dtype(dtype).str)
+        with self._lock:
+            arrays = self._arrays.setdefault(key, [])
+            for array in arrays:
+                if sys.getrefcount(array) == self._FREE:
+                    return array
+            array = np.empty(shape, dtype)
+            if len(arrays) < self.keep:
+                arrays.append(array)
+            return array
+
+    def __getstate__(self):  # a copy (a worker process) starts with no arrays
+        return {"keep": self.keep}
+
+    def __setstate__(self, state):
+        self.__init__(state["keep"])
 
 
 def allocate(sample, batch_len):

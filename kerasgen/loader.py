@@ -55,6 +55,7 @@ class ImageLoader:
         self.stand_ins = None  # index -> candidate replacement indices, in order
         self.stats = None  # a stats.PipelineStats, or None
         self.skipped = list(skipped)  # files skipped so far (listed ones, bad ones)
+        self.buffers = batching.BufferPool()  # batch arrays, reused when Keras let go
         self._lock = threading.Lock()
         self._executor = None
         self.cache = self._make_cache(cache)
@@ -148,7 +149,7 @@ class ImageLoader:
         """Decodes `indices` (and their masks) on the pool into a new batch of `dtype`
         (each thread converts its share); returns (batch, masks or None)."""
         shape = (len(indices),) + self.sample_shape
-        out = np.empty(shape, dtype=dtype)
+        out = self.buffers.empty(shape, dtype)
         masks = None if self.mask_paths is None else np.empty(shape[:3], np.uint16)
         with self.stage("decode"):
             self.in_threads(len(indices), lambda a, b: self._load_chunk(
@@ -156,7 +157,7 @@ class ImageLoader:
         return out, masks
 
     def _load_chunk(self, indices, out, masks, rescale):
-        pixels = np.empty(out.shape, np.uint8) if out.dtype != np.uint8 else out
+        pixels = self.buffers.empty(out.shape, np.uint8) if out.dtype != np.uint8 else out
         for k, index in enumerate(indices):
             loaded = self.load_into(int(index), pixels[k])
             if masks is not None:  # the mask of the image actually loaded (a stand-in's)

@@ -160,3 +160,33 @@ def test_decode_threads_follow_the_usable_cores_and_worker_processes(image_folde
     processes = folder_gen(image_folder, workers=2, use_multiprocessing=True)
     assert processes.loader.threads() == max(1, cores // 2)
     assert folder_gen(image_folder, decode_threads=3).loader.threads() == 3
+
+
+def test_batch_buffers_are_reused_only_once_nothing_holds_them(image_folder):
+    gen = kg.ImageFolderGenerator(image_folder, image_size=(8, 8), batch_size=4,
+                                  shuffle=False, label_mode="int", cache=None, prefetch=0)
+    first = gen[0][0]
+    kept = first.copy()
+    second = gen[1][0]
+    assert not np.shares_memory(first, second)  # `first` is still held
+    np.testing.assert_array_equal(first, kept)
+    view = second[1:]
+    address = second.__array_interface__["data"][0]
+    del first, second
+    third = gen[2][0]
+    assert not np.shares_memory(third, view)  # a view keeps its batch from reuse
+    del view
+    fourth = gen[0][0]
+    np.testing.assert_array_equal(fourth, kept)
+    assert address in (third.__array_interface__["data"][0],
+                       fourth.__array_interface__["data"][0])  # reused once let go
+
+
+def test_keras_trains_on_intact_batches_with_reused_buffers(image_folder):
+    make = lambda: kg.ImageFolderGenerator(image_folder, image_size=(8, 8),  # noqa: E731
+                                           batch_size=2, seed=4, label_mode="int",
+                                           cache=None)
+    model = recorder()
+    model.fit(make(), epochs=3, verbose=0)
+    gen = make()
+    assert by_epoch([batch for _, batch in model.seen], len(gen)) == expected_epochs(make, 3)
