@@ -403,6 +403,7 @@ def timed(fn):
 
 # Pipeline names (also the keys of the JSON output).
 KG_F32 = "kerasgen float32"
+KG_F32_NO_CACHE = "kerasgen float32 cache=None"
 KG_U8 = "kerasgen uint8"
 PLAIN = "plain Sequence (cv2, float32)"
 TFDATA = "tf.data (AUTOTUNE, float32)"
@@ -469,6 +470,7 @@ def run_standalone(folder, repeats, cores, part, after_round=None):
 
         pipelines = [
             (KG_F32, kg_pass("float32", KG_F32)),
+            (KG_F32_NO_CACHE, kg_pass("float32", KG_F32_NO_CACHE, cache=None)),
             (KG_U8, kg_pass("uint8", KG_U8)),
             (PLAIN, plain_pass),
             (TFDATA, tf_pass),
@@ -701,7 +703,7 @@ def tuned_part(args):
 
 # ---------------------------------------------------------------------------- report
 STANDALONE_ROWS = {
-    MAIN: [KG_F32, KG_U8, PLAIN, TFDATA, IDFD, LIMIT, KG_F32_AREA,
+    MAIN: [KG_F32, KG_F32_NO_CACHE, KG_U8, PLAIN, TFDATA, IDFD, LIMIT, KG_F32_AREA,
            fill_pass_name(CACHE_MEM), CACHE_MEM, fill_pass_name(CACHE_FILE), CACHE_FILE],
     TUNED: [KG_F32_TUNED, LIMIT_TUNED],
 }
@@ -778,11 +780,14 @@ def report(standalone, fit, cores, args, wall):
     s, f = standalone.rate, fit.rate
     # label, numerator, denominator, target, (results, name) of a tf.data denominator
     ratios = [
-        ("standalone kerasgen float32 / tf.data", s(KG_F32), s(TFDATA), 1.5,
-         (standalone, TFDATA)),
+        ("standalone kerasgen float32 cache=None / tf.data", s(KG_F32_NO_CACHE), s(TFDATA),
+         1.5, (standalone, TFDATA)),
+        ("standalone kerasgen float32 (default, filling cache='auto') / tf.data", s(KG_F32),
+         s(TFDATA), None, (standalone, TFDATA)),
         ("standalone kerasgen uint8 / tf.data", s(KG_U8), s(TFDATA), None,
          (standalone, TFDATA)),
-        ("standalone kerasgen float32 / practical limit", s(KG_F32), s(LIMIT), 0.80, None),
+        ("standalone kerasgen float32 cache=None / practical limit", s(KG_F32_NO_CACHE),
+         s(LIMIT), 0.80, None),
         ("standalone kerasgen float32 / plain Sequence", s(KG_F32), s(PLAIN), None, None),
         ("standalone kerasgen float32 / image_dataset_from_directory", s(KG_F32), s(IDFD),
          None, None),
