@@ -179,6 +179,7 @@ class Generator(PyDataset):
         self.prefetch = self.prefetch_auto if prefetch == AUTO else int(prefetch)
         self._ahead = self._new_ahead()
         self._ahead_view = None
+        self._buffers = batching.BufferPool()  # batch arrays, reused when Keras let go
         if num_shards is not None:
             self._shard = self.shard(num_shards, shard_index)._shard
         if len(self) == 0:
@@ -508,7 +509,7 @@ class Generator(PyDataset):
 
     def assemble(self, samples, indices):
         """Writes same-shaped samples into one preallocated batch."""
-        batch = batching.allocate(samples[0], len(samples))
+        batch = batching.allocate(samples[0], len(samples), self._buffers)
         for k, (sample, index) in enumerate(zip(samples, indices)):
             batching.write(batch, k, sample, lambda i=int(index): self.describe_sample(i))
         return batch
@@ -562,7 +563,7 @@ class Generator(PyDataset):
 
     def finish_x(self, x_batch):
         """Converts an assembled batch to `dtype` in one vectorised step."""
-        return batching.convert(x_batch, self.dtype, self.rescale)
+        return batching.convert(x_batch, self.dtype, self.rescale, self._buffers)
 
     def __getstate__(self):
         state = self.__dict__.copy()

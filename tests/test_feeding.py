@@ -190,3 +190,14 @@ def test_keras_trains_on_intact_batches_with_reused_buffers(image_folder):
     model.fit(make(), epochs=3, verbose=0)
     gen = make()
     assert by_epoch([batch for _, batch in model.seen], len(gen)) == expected_epochs(make, 3)
+
+
+def test_batches_are_64_byte_aligned(image_folder):
+    """Measured in fit (docs/performance.md): with 16-byte aligned batches the process grew
+    by about 90 MiB an epoch under the 32 MiB mmap threshold; with 64, it stayed flat."""
+    images = kg.ImageFolderGenerator(image_folder, image_size=(8, 8), batch_size=4,
+                                     label_mode="int", cache=None)
+    arrays = kg.ArrayGenerator(np.arange(60.0).reshape(20, 3), batch_size=4)
+    for gen in (images, arrays):
+        for i in range(3):
+            assert gen[i][0].ctypes.data % 64 == 0
