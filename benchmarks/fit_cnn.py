@@ -17,9 +17,9 @@ Standalone script (never part of the test suite). It
 Every feed gives the model pixels 0-255 and the model rescales, as the tutorial does;
 kerasgen's uint8 row hands over uint8 batches, the others float32. Nothing else is
 tuned: each feed runs as a user would call it. kerasgen's default keeps decoded images
-in RAM for later epochs (cache="auto": up to 1 GiB, here 117 MB), so two info rows show
-the same comparison with decoding in every epoch on both sides: kerasgen cache=None, and
-image_dataset_from_directory with tf.data's .cache().
+in RAM for later epochs (cache="auto": up to 1 GiB, here 117 MB), so two info rows make
+the comparison like for like: kerasgen cache=None (decoding every epoch, as the peer does
+by default), and image_dataset_from_directory with tf.data's .cache() (the peer cached).
 
     KERAS_BACKEND=tensorflow .venv/bin/python benchmarks/fit_cnn.py            # 3 rounds
     KERAS_BACKEND=tensorflow .venv/bin/python benchmarks/fit_cnn.py --quick    # smoke run
