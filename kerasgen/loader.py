@@ -17,6 +17,7 @@ import numpy as np
 
 from kerasgen import _checks, batching, images
 from kerasgen import cache as cache_mod
+from kerasgen import stats as stats_mod
 from kerasgen.progress import progress
 
 
@@ -166,8 +167,6 @@ class ImageLoader:
             batching.convert_into(out, pixels, rescale)
 
     def stage(self, name):
-        from kerasgen import stats as stats_mod
-
         return stats_mod.stage(self.stats, name)
 
     # ----------------------------------------------------------------- the pool
