@@ -11,7 +11,7 @@ fault in one by one, during `fit` and for the rest of the process.
 While Keras runs an epoch of a kerasgen generator (between its `on_epoch_begin` and
 `on_epoch_end`) and TensorFlow is loaded, each batch sets mmap 32 MiB and trim 64 MiB:
 what glibc's own adaptive threshold would have grown to (its ceiling is 32 MiB). Decode
-buffers, and the model's own activations up to 32 MiB (the tutorial CNN's are 8-66 MB a
+buffers, and the model's own activations up to 32 MiB (the tutorial CNN's are 8-133 MB a
 batch), are then reused from the heap instead of faulting in fresh pages at every step.
 That used to grow the process (about 35 MiB per epoch with 19 MB float32 batches) while
 every batch was a fresh array; kerasgen's batch arrays are now reused and 64-byte aligned

@@ -2,7 +2,8 @@
 
     kerasgen preview DIR --out preview.png [--augment]
     kerasgen inspect DIR|CSV [--json]
-    kerasgen bench DIR|CSV --image-size 224 --batch-size 32 [--workers N] [--cache none|auto|memory|PATH]
+    kerasgen bench DIR|CSV --image-size 224 --batch-size 32 [--workers N]
+                   [--cache none|auto|memory|PATH]
 """
 
 import argparse
@@ -45,7 +46,8 @@ def _bench(args):
 
     common = dict(image_size=(args.image_size,) * 2, batch_size=args.batch_size,
                   workers=args.workers, use_multiprocessing=args.processes,
-                  cache=None if args.cache == "none" else args.cache, dtype=args.dtype, stats=True, label_mode=None,
+                  cache=None if args.cache == "none" else args.cache, dtype=args.dtype,
+                  stats=True, label_mode=None,
                   shuffle=False, verbose=0, rescale=1 / 255 if args.dtype != "uint8" else None)
     if os.path.isdir(args.source):
         gen = ImageFolderGenerator(args.source, **common)

@@ -127,11 +127,7 @@ class _ImageFileGenerator(Generator):
 
     def _wire_loader(self):
         """After Generator.__init__: the loader learns what it needs of the generator."""
-        self.loader.stand_ins = self._stand_ins
-        self.loader.stats = self._stats
-        self.loader.processes = self.workers if self.use_multiprocessing else 1
-        if self.cache == "auto" and self.use_multiprocessing:
-            self.loader.cache = None  # each process would fill, and lose, its own copy
+        self.loader.wire(self, self._stand_ins)
 
     # what users read, kept on the generator
     file_paths = property(lambda self: self.loader.file_paths)

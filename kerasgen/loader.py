@@ -59,7 +59,20 @@ class ImageLoader:
         self.buffers = batching.BufferPool()  # batch arrays, reused when Keras let go
         self._lock = threading.Lock()
         self._executor = None
+        self.cache_spec = cache
         self.cache = self._make_cache(cache)
+
+    def wire(self, gen, stand_ins=None):
+        """Learns what it needs of the generator it serves, once that is built: its stats,
+        its batch-array pool, how many worker processes share the cores (no "auto" cache
+        then: each process would fill, and lose, its own copy), and the stand-ins of a
+        skipped file."""
+        self.stats = gen._stats
+        self.buffers = gen._buffers
+        self.processes = gen.workers if gen.use_multiprocessing else 1
+        self.stand_ins = stand_ins
+        if gen.use_multiprocessing and self.cache_spec == "auto":
+            self.cache = None
 
     @property
     def sample_shape(self):

@@ -125,8 +125,7 @@ class TFRecordGenerator(Generator):
         super().__init__(len(self.index), labels=labels, label_mode=label_mode,
                          class_names=class_names, **common)
         if self.loader is not None:
-            self.loader.stats = self._stats
-            self.loader.processes = self.workers if self.use_multiprocessing else 1
+            self.loader.wire(self)
         if rescale is not None and self.dtype not in ("float32", "float16"):
             raise ValueError(f"`rescale` applies to float batches only. Received: "
                              f"rescale={rescale} with dtype={self.dtype!r}.")
