@@ -20,13 +20,18 @@ from concurrent.futures import ThreadPoolExecutor
 class WorkAhead:
     """Batches made ahead of the caller, keyed by (epoch, batch index).
 
-    `make(epoch, index)` builds a batch; it must depend on nothing else. `depth` is the
-    most batches made or held ahead at once; after the first batch it is lowered, if
-    need be, so that they fit in `budget_bytes` (one batch ahead at least).
+    `make(epoch, index)` builds a batch; it must depend on nothing else. Batches ahead
+    are made by `submit(epoch, index)` (returning a Future) when given, else by `make` on
+    a background thread. `depth` is the most batches made or held ahead at once; after
+    the first batch it is lowered, if need be, so that they fit in `budget_bytes` (one
+    batch ahead at least). `pace(waited)`, when given, hears for each batch made ahead
+    whether the caller had to wait for it.
     """
 
-    def __init__(self, make, depth, budget_bytes=256 << 20):
+    def __init__(self, make, depth, budget_bytes=256 << 20, submit=None, pace=None):
         self.make = make
+        self.submit = submit
+        self.pace = pace
         self.depth = depth
         self.budget_bytes = budget_bytes
         self._sized = False
@@ -51,8 +56,11 @@ class WorkAhead:
             if not off:
                 for ahead in range(index + 1, min(index + 1 + self.depth, num_batches)):
                     if (epoch, ahead) not in self._pending:
-                        self._pending[(epoch, ahead)] = self._pool().submit(
-                            self.make, epoch, ahead)
+                        self._pending[(epoch, ahead)] = (
+                            self.submit(epoch, ahead) if self.submit is not None
+                            else self._pool().submit(self.make, epoch, ahead))
+        if future is not None and self.pace is not None:
+            self.pace(not future.done())
         batch = future.result() if future is not None else self.make(epoch, index)
         if not self._sized:
             self._sized = True

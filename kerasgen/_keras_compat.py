@@ -23,7 +23,13 @@ need answering, and all are recognised by the calling frame's function and file 
   generator works ahead itself (see _ahead.py), so the adapter's dataset gets tf.data's
   autotuning turned off, as Keras itself does when it runs worker threads.
 
-The last two are done when Keras's adapter first asks a generator for `num_batches`
+- With `use_multiprocessing=True` the adapter makes an `OrderedEnqueuer` whose pool forks
+  the training process and pickles every batch back through a queue. A kerasgen
+  generator runs worker processes of its own (see _workers.py), so the adapter's
+  enqueuer, made but not started yet, is dropped: the adapter then asks the generator for
+  its batches in order, from one thread, as with workers=1.
+
+The last three are done when Keras's adapter first asks a generator for `num_batches`
 (`adopt_adapter`).
 """
 
@@ -61,11 +67,13 @@ def called_from_keras_reset():
     return False
 
 
-def adopt_adapter(own_order):
+def adopt_adapter(own_order, own_workers=False):
     """Called from a generator's `num_batches` (frame 1): when its reader (frame 2) is
-    Keras's adapter or enqueuer, turns off the adapter's tf.data autotuning, and also the
-    batch shuffle it is about to do when `own_order` (the generator orders its epochs).
-    Returns what it changed: "autotune", "shuffle" or None."""
+    Keras's adapter or enqueuer, turns off the adapter's tf.data autotuning, drops its
+    unstarted enqueuer when `own_workers` (the generator runs its own worker processes),
+    and turns off the batch shuffle it is about to do when `own_order` (the generator
+    orders its epochs). Returns what it changed: "autotune", "shuffle", "enqueuer" or
+    None."""
     frame = sys._getframe(2)  # 0: here, 1: num_batches, 2: its reader
     code = frame.f_code
     if not code.co_filename.endswith(_ADAPTER_FILE):
@@ -78,11 +86,17 @@ def adopt_adapter(own_order):
             owner.shuffle = False
             return "shuffle"
         return None
-    if code.co_name == "num_batches" and hasattr(owner, "get_tf_dataset") and (
-            "get_tf_dataset" not in vars(owner)):
+    if code.co_name != "num_batches" or not hasattr(owner, "get_tf_dataset"):
+        return None
+    changed = None
+    enqueuer = getattr(owner, "enqueuer", None)
+    if own_workers and enqueuer is not None and not enqueuer.is_running():
+        owner.enqueuer = None
+        changed = "enqueuer"
+    if "get_tf_dataset" not in vars(owner):
         owner.get_tf_dataset = _without_autotune(owner.get_tf_dataset)
-        return "autotune"
-    return None
+        changed = changed or "autotune"
+    return changed
 
 
 def _without_autotune(get_tf_dataset):

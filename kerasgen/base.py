@@ -13,7 +13,7 @@ import time
 import numpy as np
 from keras.utils import PyDataset
 
-from kerasgen import _ahead, _checks, _keras_compat, _malloc, batching, seeding
+from kerasgen import _ahead, _checks, _keras_compat, _malloc, _workers, batching, seeding
 from kerasgen import labels as labels_mod
 from kerasgen import augment as augment_mod
 from kerasgen import samplers as samplers_mod
@@ -75,10 +75,14 @@ class Generator(PyDataset):
             "one_hot" ((n, h, w, num_classes) float32).
         prefetch: batches made ahead, on a background thread, while the training loop
             consumes the current one (with workers=1 and no worker processes; Keras's
-            worker threads and processes work ahead themselves). 0 turns it off. "auto":
-            2 for the image generators, 0 for arrays and custom subclasses (whose
-            `load_sample` may not expect a second thread); at most 256 MiB ahead.
-        workers, use_multiprocessing, max_queue_size: passed to `keras.utils.PyDataset`.
+            worker threads work ahead themselves). 0 turns it off. "auto": 2 for the
+            image generators, 0 for arrays and custom subclasses (whose `load_sample`
+            may not expect a second thread); at most 256 MiB ahead.
+        workers, use_multiprocessing, max_queue_size: as `keras.utils.PyDataset`'s.
+            With use_multiprocessing=True the generator runs `workers` processes of its
+            own in place of Keras's (started with forkserver, batches handed over in
+            shared memory, up to max_queue_size batches ahead within 256 MiB; see
+            docs/performance.md).
     """
 
     rescale = None  # image generators set a factor applied when converting to float
@@ -178,6 +182,8 @@ class Generator(PyDataset):
             _checks.fail("prefetch", "'auto' or a non-negative integer", prefetch)
         self.prefetch = self.prefetch_auto if prefetch == AUTO else int(prefetch)
         self._ahead = self._new_ahead()
+        if self._ahead is not None and self.use_multiprocessing:
+            _workers.warm_up()
         self._ahead_view = None
         self._buffers = batching.BufferPool()  # batch arrays, reused when Keras let go
         if num_shards is not None:
@@ -231,7 +237,8 @@ class Generator(PyDataset):
         """Batches in this epoch, as Keras reads it (`len(gen)`). Keras's adapter is
         adopted here (see _keras_compat): no tf.data autotuning, and no extra batch
         shuffle when this generator orders its own epochs."""
-        _keras_compat.adopt_adapter(self.shuffle or self._sampler is not None)
+        _keras_compat.adopt_adapter(self.shuffle or self._sampler is not None,
+                                    own_workers=self.use_multiprocessing and bool(self._ahead))
         return len(self)
 
     def __len__(self):
@@ -350,6 +357,8 @@ class Generator(PyDataset):
         self._epoch += 1
         self._offset = 0
         self._forget_ahead()
+        if self._pool is not None:
+            self._pool.stop()  # as Keras's pool: no worker process outlives the epoch
 
     def get_state(self, batches_done=0):
         """A small JSON-able dict; `set_state` on a fresh generator resumes from it.
@@ -414,10 +423,35 @@ class Generator(PyDataset):
             raise
 
     def _new_ahead(self):
-        """The work-ahead of this generator (None where it does not apply)."""
-        if not self.prefetch or self.workers > 1 or self.use_multiprocessing:
+        """The work-ahead of this generator (None where it does not apply): on worker
+        processes of its own with use_multiprocessing, else on a thread."""
+        self._pool = None
+        if self.use_multiprocessing:
+            if not _workers.can_start():  # a worker (of kerasgen or of Keras's pool)
+                return None
+            return _ahead.WorkAhead(self._make_ahead, max(self.workers, self.max_queue_size),
+                                    submit=self._submit_to_workers)
+        if not self.prefetch or self.workers > 1:
             return None
-        return _ahead.WorkAhead(self._make_ahead, self.prefetch)
+        return _ahead.WorkAhead(self._make_ahead, self.prefetch, pace=self._pace)
+
+    def _pace(self, waited):
+        """Hears from the work-ahead whether the caller waited for a batch made ahead
+        (the image generators size their decoding to it)."""
+
+    def _submit_to_workers(self, epoch, index):
+        """Batch `index` of `epoch`, asked of the worker processes (a Future)."""
+        if self._pool is None:
+            self._pool = _workers.WorkerPool(self, self.workers)
+        offset = self._offset if epoch == self._epoch else 0
+        return self._pool.submit(epoch, offset, index, self.seed)
+
+    def _worker_batch(self, epoch, offset, index, seed):
+        """In a worker process: batch `index` of `epoch` at resume `offset`."""
+        if seed != self.seed:
+            self.seed, self._plan_cache = seed, None
+        self._epoch, self._offset = epoch, offset
+        return self._timed_batch(index)
 
     def _forget_ahead(self):
         """Drops the batches made ahead: the epoch, seed or position changed."""
@@ -567,9 +601,12 @@ class Generator(PyDataset):
 
     def __getstate__(self):
         state = self.__dict__.copy()
-        state["_plan_cache"] = None
-        state["_ahead_view"] = None
+        state.update(_plan_cache=None, _ahead_view=None, _ahead=None, _pool=None)
         return state
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+        self._ahead = self._new_ahead()  # a copy's own (none in a worker process)
 
 
 def _length(values):

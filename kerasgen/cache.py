@@ -7,11 +7,15 @@ pixels are written.
 
 import hashlib
 import json
+import mmap
 import os
 import threading
 import warnings
+import weakref
 
 import numpy as np
+
+from kerasgen import _workers
 
 
 def cache_key(file_paths, shape, color_mode, interpolation):
@@ -78,6 +82,50 @@ class MemoryCache:
     def __setstate__(self, state):
         self.__dict__.update(state)
         self._lock = threading.Lock()
+
+
+class SharedMemoryCache(MemoryCache):
+    """A MemoryCache in anonymous shared memory, filled and read by the training process
+    and a generator's own worker processes alike (use_multiprocessing=True): the memory
+    travels to them with the generator's pickle (see _workers.pass_fd). Pickled any
+    other way, a copy starts empty, as a MemoryCache does."""
+
+    def _layout(self):
+        flags = -(-self.capacity // 64) * 64  # samples start 64-byte aligned
+        return flags, flags + self.capacity * int(np.prod(self.sample_shape))
+
+    def _arrays(self):
+        if self._data is None:
+            with self._lock:
+                if self._data is None:
+                    self._map(_workers.shared_memory(max(1, self._layout()[1])))
+        return self._data, self._filled
+
+    def _map(self, fd):
+        flags, size = self._layout()
+        memory = np.frombuffer(mmap.mmap(fd, max(1, size)), np.uint8)
+        self._fd = fd
+        self._closer = weakref.finalize(self, os.close, fd)
+        self._filled = memory[:self.capacity]
+        self._data = memory[flags:size].reshape((self.capacity,) + self.sample_shape)
+
+    def __getstate__(self):
+        token = None
+        if _workers.passing():  # pickled for kerasgen's workers: the memory goes along
+            self._arrays()
+            token = _workers.pass_fd(self._fd)
+        state = super().__getstate__()
+        state.pop("_fd", None)
+        state.pop("_closer", None)
+        state["_token"] = token
+        return state
+
+    def __setstate__(self, state):
+        token = state.pop("_token", None)
+        super().__setstate__(state)
+        fd = _workers.received_fd(token)
+        if fd is not None:
+            self._map(fd)
 
 
 class FileCache(MemoryCache):

@@ -129,6 +129,9 @@ class _ImageFileGenerator(Generator):
         """After Generator.__init__: the loader learns what it needs of the generator."""
         self.loader.wire(self, self._stand_ins)
 
+    def _pace(self, waited):
+        self.loader.pace(waited)
+
     # what users read, kept on the generator
     file_paths = property(lambda self: self.loader.file_paths)
     mask_paths = property(lambda self: self.loader.mask_paths)
@@ -156,11 +159,6 @@ class _ImageFileGenerator(Generator):
                 f"with dtype={self.dtype!r}. Use dtype='float32', or drop rescale and let "
                 "the model rescale (a keras.layers.Rescaling layer)."
             )
-        if self.cache == "memory" and self.use_multiprocessing:
-            warnings.warn("cache='memory' with use_multiprocessing=True: each worker "
-                          "process fills its own copy, lost when Keras restarts the pool "
-                          "each epoch. Use cache='<file path>' to share one cache between "
-                          "processes and runs.", stacklevel=3)
 
     def _stand_ins(self, index):
         """Replacements for undecodable sample `index`, in order: the other samples of its
@@ -283,8 +281,8 @@ class ImageFolderGenerator(_ImageFileGenerator):
             mask_format="one_hot".
         cache: decoded, resized uint8 samples kept for later epochs (augmentation runs
             after the cache). "auto" (default): in RAM, as many samples as fit in 1 GiB
-            (or a tenth of the machine's memory, if less), without worker processes.
-            "memory": every sample in RAM. A file path: memory-mapped, shared by worker
+            (or a tenth of the machine's memory, if less), shared memory with worker
+            processes. "memory": every sample in RAM. A file path: memory-mapped, shared by worker
             processes and reused by later runs while the files, their sizes and times,
             image_size and color_mode are unchanged; rebuilt otherwise. None: decode
             every epoch.

@@ -59,20 +59,24 @@ class ImageLoader:
         self.buffers = batching.BufferPool()  # batch arrays, reused when Keras let go
         self._lock = threading.Lock()
         self._executor = None
+        self._width = None  # decode threads used per batch (None: all, see `pace`)
+        self._ahead_streak = 0
         self.cache_spec = cache
         self.cache = self._make_cache(cache)
 
     def wire(self, gen, stand_ins=None):
         """Learns what it needs of the generator it serves, once that is built: its stats,
-        its batch-array pool, how many worker processes share the cores (no "auto" cache
-        then: each process would fill, and lose, its own copy), and the stand-ins of a
-        skipped file."""
+        its batch-array pool, how many worker processes share the cores (a memory cache
+        is then in shared memory, filled and read by all of them), and the stand-ins of
+        a skipped file."""
         self.stats = gen._stats
         self.buffers = gen._buffers
         self.processes = gen.workers if gen.use_multiprocessing else 1
         self.stand_ins = stand_ins
-        if gen.use_multiprocessing and self.cache_spec == "auto":
-            self.cache = None
+        if gen.use_multiprocessing and isinstance(self.cache, cache_mod.MemoryCache) and (
+                not isinstance(self.cache, cache_mod.FileCache)):
+            self.cache = cache_mod.SharedMemoryCache(
+                self.cache.num_samples, self.cache.sample_shape, self.cache.capacity)
 
     @property
     def sample_shape(self):
@@ -186,12 +190,27 @@ class ImageLoader:
     def in_threads(self, n, work):
         """Runs work(a, b) over contiguous chunks of range(n) on the pool (in this thread
         when the pool has one thread); returns the results in chunk order."""
-        threads = min(self.threads(), n)
+        threads = min(self._width or self.threads(), n)
         if threads <= 1:
             return [work(0, n)]
         bounds = np.linspace(0, n, threads + 1).astype(int)
         futures = [self.pool().submit(work, a, b) for a, b in zip(bounds[:-1], bounds[1:])]
         return [future.result() for future in futures]
+
+    def pace(self, waited):
+        """Sizes decoding to what training leaves free, from the work-ahead's news of
+        each batch: while the caller finds its batches ready (8 in a row), one decode
+        thread fewer is used per batch, down to one, leaving the cores to the model;
+        the first time it has to wait, all of them again (so it never starves)."""
+        if self.decode_threads is not None:
+            return
+        if waited:
+            self._width, self._ahead_streak = None, 0
+            return
+        self._ahead_streak += 1
+        if self._ahead_streak >= 8:
+            self._ahead_streak = 0
+            self._width = max(1, (self._width or self.threads()) - 1)
 
     def threads(self):
         """Decode threads of this process's pool: `decode_threads`, else the cores this

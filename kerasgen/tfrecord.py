@@ -187,6 +187,10 @@ class TFRecordGenerator(Generator):
             return super().load_batch(indices, positions, partners, lams)
         return self.loader.decode(indices, self.dtype or np.uint8, self.rescale)
 
+    def _pace(self, waited):
+        if self.loader is not None:
+            self.loader.pace(waited)
+
     def __getstate__(self):
         state = super().__getstate__()
         state.pop("_local", None)
@@ -194,6 +198,6 @@ class TFRecordGenerator(Generator):
         return state
 
     def __setstate__(self, state):
-        self.__dict__.update(state)
+        super().__setstate__(state)
         self._local = threading.local()
         self._example = _import_example()

@@ -197,12 +197,38 @@ def test_a_killed_training_process_resumes_mid_epoch_exactly(image_folder, tmp_p
     assert len(read_log(log)) == 12
 
 
-def child_pids():
+def child_pids(pid=None):
+    pid = os.getpid() if pid is None else pid
     pids = []
-    for task in os.listdir(f"/proc/{os.getpid()}/task"):
-        with open(f"/proc/{os.getpid()}/task/{task}/children") as f:
-            pids += [int(p) for p in f.read().split()]
+    try:
+        for task in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{task}/children") as f:
+                pids += [int(p) for p in f.read().split()]
+    except FileNotFoundError:  # it has exited
+        pass
     return pids
+
+
+def multiprocessing_helper(pid):
+    """Python's fork server or resource tracker (they live as long as the process)."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            cmdline = f.read()
+    except FileNotFoundError:
+        return False
+    return b"multiprocessing.forkserver" in cmdline or b"resource_tracker" in cmdline
+
+
+def worker_pids():
+    """Our descendants, but Python's multiprocessing helpers: children and their
+    children (the fork server's children are worker processes)."""
+    found = set()
+    for child in child_pids():
+        if multiprocessing_helper(child):
+            found.update(child_pids(child))
+        else:
+            found.add(child)
+    return found
 
 
 def rss_mb():
@@ -215,12 +241,16 @@ def test_no_worker_processes_are_left_after_fit(image_folder):
     model = keras.Sequential([keras.Input((8, 8, 3)), keras.layers.Flatten(),
                               keras.layers.Dense(3)])
     model.compile("sgd", keras.losses.SparseCategoricalCrossentropy(from_logits=True))
-    before = set(child_pids())
-    model.fit(gen, epochs=2, verbose=0)
+    before = worker_pids()
+    during = []
+    watch = keras.callbacks.LambdaCallback(
+        on_train_batch_end=lambda batch, logs: during.append(worker_pids() - before))
+    model.fit(gen, epochs=2, verbose=0, callbacks=[watch])
+    assert max(len(pids) for pids in during) == 2  # kerasgen's own two workers
     deadline = time.time() + 20
     while time.time() < deadline:
         multiprocessing.active_children()  # reaps finished children
-        left = set(child_pids()) - before
+        left = worker_pids() - before
         if not left:
             break
         time.sleep(0.2)

@@ -1,6 +1,13 @@
-"""Feeding model.fit: work-ahead, Keras's adapter adopted, decode threads sized."""
+"""Feeding model.fit: work-ahead, Keras's adapter adopted, decode threads sized, worker
+processes."""
 
+import mmap
+import os
+import signal
+import subprocess
+import sys
 import threading
+import time
 
 import keras
 import numpy as np
@@ -201,3 +208,150 @@ def test_batches_are_64_byte_aligned(image_folder):
     for gen in (images, arrays):
         for i in range(3):
             assert gen[i][0].ctypes.data % 64 == 0
+
+
+# ---------------------------------------------------------------- worker processes
+class Slow(kg.Generator):
+    """Sample k is filled with k; each load takes `delay` seconds."""
+
+    def __init__(self, n=64, delay=0.0, **kwargs):
+        self.delay = delay
+        super().__init__(num_samples=n, labels=np.arange(n) % 2, label_mode="int", **kwargs)
+
+    def load_sample(self, index):
+        time.sleep(self.delay)
+        return np.full((4, 4, 3), float(index), dtype="float32")
+
+
+def test_worker_processes_hand_batches_over_in_shared_memory():
+    gen = Slow(batch_size=8, seed=5, workers=2, use_multiprocessing=True)
+    plain = Slow(batch_size=8, seed=5)
+    first = gen[0]  # made here, while the workers make the next batches
+    second = gen[1]
+    np.testing.assert_array_equal(second[0], plain[1][0])
+    np.testing.assert_array_equal(first[0], plain[0][0])
+    memory = second[0].base.base  # a view of a slot, mapped in both processes
+    assert isinstance(memory, memoryview) and isinstance(memory.obj, mmap.mmap)
+    gen.on_epoch_end()
+
+
+def test_fit_with_worker_processes_uses_kerasgens_workers_not_keras_pool(image_folder):
+    gen = folder_gen(image_folder, workers=2, use_multiprocessing=True)
+    adapter = get_data_adapter(gen, shuffle=True)
+    assert adapter.enqueuer is not None  # Keras made one ...
+    assert adapter.num_batches == len(gen)
+    assert adapter.enqueuer is None  # ... and it is dropped before it starts
+    model = recorder()
+    model.fit(gen, epochs=2, verbose=0)
+    make = lambda: folder_gen(image_folder)  # noqa: E731
+    assert by_epoch([b for _, b in model.seen], len(gen)) == expected_epochs(make, 2)
+
+
+def test_worker_processes_are_not_forks_of_the_training_process():
+    from .test_distributed import child_pids, multiprocessing_helper, worker_pids
+
+    before = worker_pids()
+    gen = Slow(n=400, delay=0.01, batch_size=8, workers=2, use_multiprocessing=True)
+    gen[0]
+    children = child_pids()
+    helpers = [pid for pid in children if multiprocessing_helper(pid)]
+    assert set(children) - before == set(helpers) - before  # no worker is our child ...
+    workers = {pid for helper in helpers for pid in child_pids(helper)} - before
+    assert len(workers) == 2  # ... they are forks of Python's fork server
+    gen.on_epoch_end()
+
+
+def test_a_killed_worker_process_ends_the_epoch_with_an_error_naming_it():
+    from .test_distributed import worker_pids
+
+    before = worker_pids()
+    gen = Slow(n=400, delay=0.02, batch_size=8, workers=2, use_multiprocessing=True)
+    gen[0]
+    victim = max(worker_pids() - before)
+    os.kill(victim, signal.SIGKILL)
+    started = time.perf_counter()
+    with pytest.raises(RuntimeError, match=rf"pid {victim}.*killed by signal SIGKILL"):
+        for i in range(1, len(gen)):
+            gen[i]
+    assert time.perf_counter() - started < 10
+    gen.on_epoch_end()
+
+
+SCRIPT = """
+import numpy as np
+import kerasgen as kg
+
+print("script ran", flush=True)
+gen = kg.ImageFolderGenerator({folder!r}, image_size=(8, 8), batch_size=4, seed=1,
+                              label_mode="int", workers=2, use_multiprocessing=True)
+total = sum(float(gen[i][0].sum()) for i in range(len(gen)))
+print("sum", total, flush=True)
+"""
+
+GUARDED = """
+import numpy as np
+import kerasgen as kg
+
+
+class Squares(kg.Generator):
+    def __init__(self, **kwargs):
+        super().__init__(num_samples=40, labels=np.arange(40) % 2, label_mode="int",
+                         **kwargs)
+
+    def load_sample(self, index):
+        return np.full((2,), float(index) ** 2, dtype="float32")
+
+
+if __name__ == "__main__":
+    for processes in (False, True):
+        gen = Squares(batch_size=4, seed=3, workers=2, use_multiprocessing=processes)
+        print(processes, [float(gen[i][0].sum()) for i in range(len(gen))], flush=True)
+"""
+
+
+def run_script(tmp_path, text):
+    script = tmp_path / "train.py"
+    script.write_text(text)
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                          timeout=300, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done.stdout
+
+
+def test_worker_processes_do_not_run_the_users_script(image_folder, tmp_path):
+    # no `if __name__ == "__main__":` guard, as in most training scripts
+    out = run_script(tmp_path, SCRIPT.format(folder=str(image_folder)))
+    assert out.count("script ran") == 1
+    assert out.count("sum ") == 1
+
+
+def test_a_generator_class_of_the_users_script_works_in_worker_processes(tmp_path):
+    out = run_script(tmp_path, GUARDED).splitlines()
+    threads, processes = [line.split(" ", 1)[1] for line in out]
+    assert threads == processes
+
+
+def test_decoding_leaves_cores_to_a_slow_consumer_and_widens_when_it_waits(
+        image_folder, monkeypatch):
+    from kerasgen import loader as loader_mod
+
+    monkeypatch.setattr(loader_mod, "usable_cores", lambda: 3)
+    gen = kg.ImageFolderGenerator(image_folder, image_size=(8, 8), batch_size=3, seed=1,
+                                  cache=None, label_mode="int")
+    used = []
+    load_into = gen.loader.load_into
+    monkeypatch.setattr(gen.loader, "load_into", lambda index, out: (
+        used.append(threading.current_thread().name), load_into(index, out))[1])
+    for _ in range(12):  # a slow training step: every batch is ready when asked for
+        for i in range(len(gen)):
+            gen[i]
+            time.sleep(0.03)
+        gen.on_epoch_end()
+    assert gen.loader._width == 1
+    used.clear()
+    for i in range(len(gen)):
+        gen[i]
+        time.sleep(0.03)
+    assert not [name for name in used if name.startswith("kerasgen-decode")]  # one each
+    gen.loader.pace(waited=True)  # the consumer had to wait: every thread again
+    assert gen.loader._width is None

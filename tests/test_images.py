@@ -118,10 +118,20 @@ def test_auto_cache_is_the_default_and_keeps_what_fits_in_its_budget(image_folde
         uncached[0]
 
 
-def test_auto_cache_is_off_with_worker_processes(image_folder):
-    processes = kg.ImageFolderGenerator(image_folder, image_size=(6, 6), workers=2,
-                                        use_multiprocessing=True)
-    assert processes.cache == "auto" and processes.loader.cache is None  # one per process
+@pytest.mark.parametrize("cache", ["auto", "memory"])
+def test_the_memory_cache_is_shared_with_worker_processes(image_folder, cache):
+    gen = kg.ImageFolderGenerator(image_folder, image_size=(6, 6), batch_size=3, seed=2,
+                                  cache=cache, workers=2, use_multiprocessing=True)
+    first = [gen[i][0].copy() for i in range(len(gen))]
+    order = gen.epoch_plan()
+    gen.on_epoch_end()  # the workers of epoch 0 end; those of epoch 1 are new processes
+    for path in gen.file_paths:
+        os.rename(path, path + ".moved")
+    again = [gen[i][0] for i in range(len(gen))]  # every image from the shared cache
+    by_sample = dict(zip(order, np.concatenate(first)))
+    for k, index in enumerate(gen.epoch_plan()):
+        np.testing.assert_array_equal(np.concatenate(again)[k], by_sample[index])
+    gen.on_epoch_end()
 
 
 def test_file_cache_is_reused_across_runs_and_rebuilt_on_change(image_folder, tmp_path):
@@ -146,12 +156,6 @@ def test_file_cache_is_reused_across_runs_and_rebuilt_on_change(image_folder, tm
         write_image(str(tmp_path / "solo" / "a.png"))
         kg.ImageFolderGenerator(tmp_path / "solo", cache=str(tmp_path / "no" / "c.bin"),
                                 label_mode=None)
-
-
-def test_memory_cache_with_processes_warns(image_folder):
-    with pytest.warns(UserWarning, match="cache='memory' with use_multiprocessing"):
-        kg.ImageFolderGenerator(image_folder, cache="memory", workers=2,
-                                use_multiprocessing=True)
 
 
 @pytest.fixture
