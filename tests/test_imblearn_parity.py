@@ -434,3 +434,15 @@ def test_x_comes_back_in_the_form_it_was_given():
         assert frame.a[b] == a and ids[b] == label
     x_list, _ = kg.rebalance(x.tolist(), ids, method="undersample")
     assert isinstance(x_list, list) and len(x_list) == 24
+
+
+def test_balanced_batch_sampler_fit_resample_takes_the_same_forms():
+    x, ids = dataset((30, 12, 9))
+    sampler = kg.samplers.BalancedBatchSampler(n_batches=4, seed=0)
+    strings = np.array(["fox", "ant", "bee"])[ids].astype(object)
+    _, y_res = sampler.fit_resample(x, strings)
+    counts = Counter(y_res.tolist())
+    assert y_res.dtype == object and set(counts) == {"fox", "ant", "bee"}
+    assert sum(counts.values()) == 4 * 32 and max(counts.values()) - min(counts.values()) <= 2
+    _, y_res = sampler.fit_resample(x, np.eye(3, dtype=bool)[ids])
+    assert y_res.dtype == bool and y_res.shape == (128, 3) and (y_res.sum(1) == 1).all()
