@@ -16,8 +16,11 @@ def rebalance(x, y, method="smote", sampling_strategy="auto", k_neighbors=5, see
 
     method: "smote" (synthetic samples on segments between same-class neighbours),
     "oversample" (random repeats) or "undersample" (random subset). x may have any rank
-    (tabular rows, images (n, h, w, c), sequences); y holds one class id per sample.
-    sampling_strategy as in imbalanced-learn. The result is shuffled from `seed`.
+    (tabular rows, images (n, h, w, c), sequences). y takes the forms imbalanced-learn
+    takes: 1-D class labels of any type (ints, strings, ...) or one-hot rows; y_res comes
+    back in the form, shape and dtype given (one-hot in, one-hot out), as does x_res.
+    sampling_strategy as in imbalanced-learn, with its exact counts and errors (see
+    docs/imbalance.md); dict keys are values of y. The result is shuffled from `seed`.
     """
     _checks.one_of("method", method, tuple(METHODS))
     if method == "smote":

@@ -5,21 +5,25 @@ and balanced batches give an index array; SMOTE gives a `Plan` whose synthetic e
 are (i, neighbour slot, lam), realised at batch time as x_i + lam * (x_j - x_i), with j
 the slot-th nearest same-class neighbour of i, found only when a batch needs it.
 
-`sampling_strategy` follows imbalanced-learn: "auto", "minority", "not minority",
-"not majority", "all", a float (two classes), or a dict {class: count}, classes by id
-or by name.
+`sampling_strategy` follows imbalanced-learn exactly (the same counts, ValueError where it
+raises one): "auto", "minority", "majority", "not minority", "not majority", "all", a
+float (two classes), a dict {class: count} or a callable y -> dict; inside a generator
+dict classes by id or by name.
 """
 
 import inspect
+import math
 import numbers
 import threading
 import warnings
+from collections.abc import Mapping
 
 import numpy as np
 
-from kerasgen import _checks, batching, seeding
+from kerasgen import _checks, _resample_arrays, batching, seeding
 
-STRATEGIES = ("auto", "minority", "majority", "not minority", "not majority", "all")
+OVER_STRATEGIES = ("auto", "minority", "not minority", "not majority", "all")
+UNDER_STRATEGIES = ("auto", "majority", "not minority", "not majority", "all")
 
 
 class Plan:
@@ -77,89 +81,157 @@ def class_counts(labels):
     return {int(c): int(n) for c, n in zip(ids, counts)}
 
 
-def _class_id(key, class_names):
-    if isinstance(key, str):
-        if class_names is None or key not in class_names:
-            raise ValueError(f"`sampling_strategy` names class {key!r}, which is not one "
-                             f"of the classes {class_names}.")
-        return class_names.index(key)
-    return int(key)
+def check_strategy(sampling_strategy, kind):
+    """imbalanced-learn's check of the `sampling_strategy` parameter, done in `__init__`.
+
+    kind is "over" or "under". A ValueError for every wrong value or type, as
+    imbalanced-learn's InvalidParameterError is one (a list, say).
+    """
+    strategy = sampling_strategy
+    allowed = OVER_STRATEGIES if kind == "over" else UNDER_STRATEGIES
+    forms = ("a float in (0, 1] (two classes), one of " + ", ".join(map(repr, allowed))
+             + ", a dict {class: count} or a callable y -> {class: count}")
+    if isinstance(strategy, str):
+        if strategy not in allowed:
+            hint = {
+                ("over", "majority"): "An over-sampler cannot grow the majority class "
+                                      "(it is already the largest)",
+                ("under", "minority"): "An under-sampler cannot shrink the minority class "
+                                       "(it is already the smallest)",
+            }.get((kind, strategy), "")
+            _checks.fail("sampling_strategy", forms, strategy, hint=hint)
+    elif isinstance(strategy, numbers.Real) and not isinstance(strategy, bool):
+        if not 0 < strategy <= 1:
+            _checks.fail("sampling_strategy", "a float in (0, 1] (minority / majority after "
+                         "resampling)", strategy)
+    elif not isinstance(strategy, Mapping) and not callable(strategy):
+        hint = ("A list of classes is imbalanced-learn's form for cleaning samplers only; "
+                "give a dict {class: count}" if isinstance(strategy, (list, tuple)) else "")
+        _checks.fail("sampling_strategy", forms, strategy, hint=hint)
+    return strategy
 
 
-def target_counts(labels, sampling_strategy, kind, class_names=None):
-    """{class id: count after sampling} with imbalanced-learn's meaning of the strategy.
+def _class_id(key, class_names, classes):
+    """The class id a dict key of `sampling_strategy` means: a class value of `y` for
+    fit_resample (`classes`), or a class id or name inside a generator."""
+    if classes is not None:
+        ids = {value: i for i, value in enumerate(classes)}
+        if key in ids:
+            return ids[key]
+    elif isinstance(key, str):
+        if class_names is not None and key in class_names:
+            return list(class_names).index(key)
+    elif isinstance(key, numbers.Integral) and not isinstance(key, bool):
+        return int(key)
+    present = classes if classes is not None else class_names
+    raise ValueError(f"`sampling_strategy` names class {key!r}, which is not present in "
+                     f"the data (classes: {present}). Use a class "
+                     f"{'of y' if classes is not None else 'id or name'}.")
 
-    kind is "over" or "under". Classes that are not resampled keep their count.
+
+def target_counts(labels, sampling_strategy, kind, class_names=None, *, classes=None,
+                  y=None):
+    """{class id: count after sampling}, exactly imbalanced-learn's counts.
+
+    kind is "over" or "under"; `labels` hold class ids. Classes that are not resampled keep
+    their count. Dict keys (also of a callable's dict) are class ids or `class_names`, or,
+    when `classes` (the class values of fit_resample's y, in id order) is given, those
+    values. A callable gets `y` (default: `labels`). Ties between equal classes break
+    toward the smaller id, as imbalanced-learn's max/min over its sorted classes do.
     """
     counts = class_counts(labels)
     if len(counts) < 2:
         raise ValueError(f"Resampling needs at least two classes; the labels hold only "
                          f"{list(counts)}.")
-    majority, minority = max(counts.values()), min(counts.values())
-    strategy = sampling_strategy
+    strategy = check_strategy(sampling_strategy, kind)
+    names = classes if classes is not None else class_names
+
+    def name(c):
+        return repr(names[c]) if names is not None and c < len(names) else str(c)
+
+    if callable(strategy) and not isinstance(strategy, Mapping):
+        strategy = strategy(labels if y is None else y)
+        if not isinstance(strategy, Mapping):
+            raise ValueError("`sampling_strategy` as a callable must return a dict {class: "
+                             f"count}}. Received: it returned {strategy!r}.")
+    majority = max(counts, key=counts.get)  # the first of equal ones, as imbalanced-learn
+    minority = min(counts, key=counts.get)
     if isinstance(strategy, str):
-        _checks.one_of("sampling_strategy", strategy, STRATEGIES)
         if strategy == "auto":
             strategy = "not majority" if kind == "over" else "not minority"
-        if kind == "over" and strategy == "majority":
-            raise ValueError("sampling_strategy='majority' means nothing to an over-sampler "
-                             "(the majority is already the largest class).")
-        if kind == "under" and strategy == "minority":
-            raise ValueError("sampling_strategy='minority' means nothing to an "
-                             "under-sampler (the minority is already the smallest class).")
-        smallest = min(counts, key=lambda c: (counts[c], c))
-        largest = max(counts, key=lambda c: (counts[c], -c))
         chosen = {
-            "minority": [smallest],
-            "majority": [largest],
-            "not minority": [c for c in counts if c != smallest],  # imblearn: all but one
-            "not majority": [c for c in counts if c != largest],
+            "minority": [minority],
+            "majority": [majority],
+            "not minority": [c for c in counts if c != minority],
+            "not majority": [c for c in counts if c != majority],
             "all": list(counts),
         }[strategy]
-        goal = majority if kind == "over" else minority
+        goal = counts[majority] if kind == "over" else counts[minority]
         return {c: (goal if c in chosen else n) for c, n in counts.items()}
-    if isinstance(strategy, numbers.Real) and not isinstance(strategy, bool):
+    if isinstance(strategy, numbers.Real):
+        ratio = float(strategy)
         if len(counts) != 2:
             raise ValueError("`sampling_strategy` as a float works for two classes only. "
                              f"Received: sampling_strategy={strategy} with {len(counts)} "
                              "classes; pass a dict {class: count} instead.")
-        if not 0 < strategy <= 1:
-            _checks.fail("sampling_strategy", "a float in (0, 1] (minority / majority "
-                         "after resampling)", strategy)
-        small, large = sorted(counts, key=lambda c: (counts[c], c))
-        if kind == "over":
-            target = int(round(strategy * counts[large]))
-            if target < counts[small]:
-                raise ValueError(
-                    f"sampling_strategy={strategy} would remove samples from the minority "
-                    f"class ({counts[small]} -> {target}); an over-sampler only adds.")
-            return {small: target, large: counts[large]}
-        target = int(round(counts[small] / strategy))
-        if target > counts[large]:
-            raise ValueError(
-                f"sampling_strategy={strategy} would add samples to the majority class "
-                f"({counts[large]} -> {target}); an under-sampler only removes.")
-        return {small: counts[small], large: target}
-    if isinstance(strategy, dict):
         out = dict(counts)
-        for key, value in strategy.items():
-            c = _class_id(key, class_names)
-            if c not in counts:
-                raise ValueError(f"`sampling_strategy` names class {key!r}, which has no "
-                                 f"samples (classes present: {list(counts)}).")
-            value = _checks.non_negative_int(f"sampling_strategy[{key!r}]", value)
-            if kind == "over" and value < counts[c]:
-                raise ValueError(
-                    f"An over-sampler only adds samples: class {key!r} has {counts[c]}, "
-                    f"and sampling_strategy asks for {value}.")
-            if kind == "under" and value > counts[c]:
-                raise ValueError(
-                    f"An under-sampler only removes samples: class {key!r} has "
-                    f"{counts[c]}, and sampling_strategy asks for {value}.")
-            out[c] = value
+        if kind == "over":
+            # imbalanced-learn: int(n_majority * ratio - n), truncated, at least 1 to add
+            for c, n in counts.items():
+                if c != majority:
+                    added = int(counts[majority] * ratio - n)
+                    if added <= 0:
+                        hint = _least_ratio(lambda r: int(counts[majority] * r - n) >= 1,
+                                            (n + 1) / counts[majority])
+                        raise ValueError(
+                            f"`sampling_strategy`={strategy} gives class {name(c)} (the "
+                            f"minority, {n} samples) int({counts[majority]} * {strategy} "
+                            f"- {n}) = {added} samples to add; an over-sampler must add "
+                            f"at least one, as in imbalanced-learn. {hint}.")
+                    out[c] = n + added
+            return out
+        # imbalanced-learn: int(n_minority / ratio), truncated, at most what there is
+        for c, n in counts.items():
+            if c != minority:
+                target = int(counts[minority] / ratio)
+                if target > n:
+                    hint = _least_ratio(lambda r: int(counts[minority] / r) <= n,
+                                        counts[minority] / (n + 1))
+                    raise ValueError(
+                        f"`sampling_strategy`={strategy} would grow class {name(c)} from "
+                        f"{n} to int({counts[minority]} / {strategy}) = {target} samples; "
+                        f"an under-sampler only removes samples. {hint}.")
+                out[c] = target
         return out
-    _checks.fail("sampling_strategy", "a string, a float or a dict {class: count}",
-                 strategy, TypeError)
+    out = dict(counts)
+    for key, value in strategy.items():
+        c = _class_id(key, class_names, classes)
+        if c not in counts:
+            raise ValueError(f"`sampling_strategy` names class {key!r}, which is not "
+                             f"present in the data (classes with samples: "
+                             f"{[names[i] if names else i for i in counts]}).")
+        value = _checks.non_negative_int(f"sampling_strategy[{key!r}]", value)
+        if kind == "over" and value < counts[c]:
+            raise ValueError(
+                f"An over-sampler only adds samples: class {key!r} has {counts[c]}, "
+                f"and sampling_strategy asks for {value}.")
+        if kind == "under" and value > counts[c]:
+            raise ValueError(
+                f"An under-sampler only removes samples: class {key!r} has "
+                f"{counts[c]}, and sampling_strategy asks for {value}.")
+        out[c] = value
+    return out
+
+
+def _least_ratio(works, start):
+    """How to fix a float `sampling_strategy`: the smallest ratio with two decimals, up to 1,
+    for which `works` (imbalanced-learn's truncating rule) holds, searched up from `start`."""
+    ratio = max(0.01, math.floor(start * 100) / 100)
+    while ratio <= 1:
+        if works(ratio):
+            return f"Pass a larger ratio: {ratio} is the smallest with two decimals that works"
+        ratio = round(ratio + 0.01, 2)
+    return "No ratio can: the two classes are equally large"
 
 
 class Sampler:
@@ -168,6 +240,8 @@ class Sampler:
     kind = None
 
     def __init__(self, sampling_strategy="auto", seed=None):
+        if self.kind is not None:
+            check_strategy(sampling_strategy, self.kind)
         self.sampling_strategy = sampling_strategy
         self.seed = seeding.resolve_seed(seed)
 
@@ -189,15 +263,35 @@ class Sampler:
         raise NotImplementedError
 
     def fit_resample(self, x, y):
-        """Resamples arrays (x of any rank) like imbalanced-learn; returns (x_res, y_res)."""
-        x, y = np.asarray(x), np.asarray(y)
-        if len(x) != len(y):
-            raise ValueError(f"`x` and `y` must hold the same number of samples. "
-                             f"Received: len(x)={len(x)}, len(y)={len(y)}.")
-        plan = self.plan(y, self.seed, 0, features=x.reshape(len(x), -1))
-        x_res, y_res = realise(plan, x, y)
-        self.sampling_strategy_ = class_counts(y_res)  # {class: count after resampling}
-        return x_res, y_res
+        """Resamples arrays (x of any rank) like imbalanced-learn; returns (x_res, y_res).
+
+        `y` as imbalanced-learn takes it: 1-D class labels of any type (ints, strings, ...)
+        or one-hot rows; `y_res` comes back in the same form and dtype (a list, a pandas
+        Series or DataFrame too), and so does `x_res`. Dict keys of `sampling_strategy`
+        are values of `y` (column indices for one-hot rows).
+        """
+        y_classes = _resample_arrays.class_labels(y)
+        x_rows = np.asarray(x)
+        if x_rows.ndim == 0 or len(x_rows) != len(y_classes.ids):
+            raise ValueError(f"`x` and `y` must hold the same number of samples. Received: "
+                             f"x of shape {x_rows.shape}, {len(y_classes.ids)} labels in y.")
+        plan = self.plan(y_classes.ids, self.seed, 0,
+                         features=x_rows.reshape(len(x_rows), -1),
+                         classes=y_classes.classes, y=y_classes.labels)
+        x_res, y_res = realise(plan, x_rows, y_classes.rows)
+        taken = plan.indices if isinstance(plan, Plan) else np.asarray(plan)
+        # {class: count after resampling}, keyed by the class values of y
+        self.sampling_strategy_ = {y_classes.classes[c]: n
+                                   for c, n in class_counts(y_classes.ids[taken]).items()}
+        return _resample_arrays.restore(x_res, x), _resample_arrays.restore(y_res, y)
+
+
+def _targets(sampler, labels, context):
+    """target_counts for a sampler's plan: class names inside a generator, the class
+    values of y (and y for a callable) from fit_resample."""
+    return target_counts(labels, sampler.sampling_strategy, sampler.kind,
+                         context.get("class_names"), classes=context.get("classes"),
+                         y=context.get("y"))
 
 
 def realise(plan, x, y):
@@ -217,8 +311,7 @@ class _RandomSampler(Sampler):
 
     def plan(self, labels, seed, epoch, **context):
         labels = self._labels(labels)
-        targets = target_counts(labels, self.sampling_strategy, self.kind,
-                                context.get("class_names"))
+        targets = _targets(self, labels, context)
         rng = seeding.rng(seed, seeding.SAMPLER, epoch)
         parts = [self._draw(np.flatnonzero(labels == c), target, rng)
                  for c, target in targets.items()]
@@ -323,8 +416,7 @@ class SMOTE(Sampler):
 
     def plan(self, labels, seed, epoch, features=None, **context):
         labels = self._labels(labels)
-        targets = target_counts(labels, self.sampling_strategy, "over",
-                                context.get("class_names"))
+        targets = _targets(self, labels, context)
         if features is None:
             raise ValueError("SMOTE needs a feature space: arrays give their data; for "
                              "image generators pass features= or let them make thumbnails.")

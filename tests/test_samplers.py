@@ -52,9 +52,9 @@ def test_float_ratio_and_names():
     (LABELS, {2: 3}, "over", "only adds samples"),
     (LABELS, {0: 60}, "under", "only removes samples"),
     (LABELS, {"owl": 3}, "over", "names class 'owl'"),
-    (LABELS, "most", "over", "`sampling_strategy` must be one of"),
+    (LABELS, "most", "over", "Received: sampling_strategy='most'"),
     (np.zeros(5, int), "auto", "over", "at least two classes"),
-    (np.array([0] * 40 + [1] * 10), 0.1, "over", "would remove samples"),
+    (np.array([0] * 40 + [1] * 10), 0.1, "over", r"= -6 samples to add; an over-sampler"),
 ])
 def test_strategy_errors(labels, strategy, kind, match):
     with pytest.raises(ValueError, match=match):
