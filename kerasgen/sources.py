@@ -10,15 +10,37 @@ from kerasgen import _checks, seeding
 from kerasgen.images import IMAGE_EXTENSIONS, is_image_file
 
 
-def _image_files(folder, follow_links):
+def _image_files(folder, follow_links, visited=None):
     """Every image file under `folder`, recursively, in sorted order; hidden files and
-    folders (names starting with '.') are ignored."""
+    folders (names starting with '.') are ignored.
+
+    With `follow_links`, a folder is entered only once whatever the links leading to it:
+    `visited` holds the real paths of the folders listed so far (shared by the walks of
+    one listing), and a link back to one of them (a loop, or a second way to the same
+    files) is skipped with a warning."""
     found = []
+    if follow_links:
+        visited = set() if visited is None else visited
+        visited.add(os.path.realpath(folder))
     for root, dirs, files in os.walk(folder, followlinks=follow_links):
         dirs[:] = sorted(d for d in dirs if not d.startswith("."))  # .ipynb_checkpoints...
+        if follow_links:
+            dirs[:] = [d for d in dirs if _first_visit(os.path.join(root, d), visited)]
         found.extend(os.path.join(root, f) for f in sorted(files)
                      if is_image_file(f) and not f.startswith("."))
     return found
+
+
+def _first_visit(path, visited):
+    """True the first time the walk meets the real folder `path` leads to."""
+    real = os.path.realpath(path)
+    if real in visited:
+        warnings.warn(f"{path!r} leads to {real!r}, a folder already listed (a loop of "
+                      "symbolic links, or a second link to the same folder): its files "
+                      "are listed once, not again under this path.", stacklevel=6)
+        return False
+    visited.add(real)
+    return True
 
 
 def list_image_folder(directory, class_names=None, classes_required=True,
@@ -69,8 +91,11 @@ def list_image_folder(directory, class_names=None, classes_required=True,
             raise ValueError(_no_images_message(directory))
         return paths, None, None
     paths, class_ids = [], []
+    # a link inside one class folder to the root or to a class folder lists nothing again
+    visited = {os.path.realpath(p) for p in [directory] + [
+        os.path.join(directory, name) for name in class_names]}
     for class_id, name in enumerate(class_names):
-        files = _image_files(os.path.join(directory, name), follow_links)
+        files = _image_files(os.path.join(directory, name), follow_links, visited)
         if not files:
             warnings.warn(f"Class folder {os.path.join(directory, name)!r} holds no "
                           f"images; class {name!r} will have no samples.", stacklevel=3)
