@@ -354,6 +354,7 @@ class CSVGenerator(_ImageFileGenerator):
         label_mode: "categorical" (default), "int", "binary", "multi_label", "raw", "mask"
             or None.
         label_delimiter: separates several labels in one cell for "multi_label" ("a|b").
+        encoding: the CSV file's text encoding ("utf-8" by default; "latin-1"...).
         on_missing: "raise" (default) when listed files (images or masks) do not exist,
             or "skip" to drop those rows with a warning (`gen.skipped` lists them).
         mask_col: segmentation (with label_mode="mask"): the column of mask paths,
@@ -367,13 +368,14 @@ class CSVGenerator(_ImageFileGenerator):
                  image_size=(256, 256), color_mode="rgb", class_names=None,
                  label_mode="categorical", label_delimiter="|", on_missing="raise",
                  allow_outside=False, interpolation="bilinear", rescale=None, cache="auto",
-                 on_error="raise", decode_threads=None, verbose=1, mask_col=None, **common):
+                 on_error="raise", decode_threads=None, verbose=1, mask_col=None,
+                 encoding="utf-8", **common):
         if (mask_col is None) != (label_mode != "mask"):
             raise ValueError("`mask_col` and label_mode='mask' go together. Received: "
                              f"mask_col={mask_col!r}, label_mode={label_mode!r}.")
         _checks.one_of("on_missing", on_missing, ("raise", "skip"))
         listing_started = time.perf_counter()
-        table = sources.Table(csv)
+        table = sources.Table(csv, encoding)
         table.column(x_col, "x_col")
         if mask_col is not None:
             table.column(mask_col, "mask_col")

@@ -11,6 +11,66 @@ import kerasgen as kg
 from .conftest import write_image
 
 
+@pytest.fixture
+def pics(tmp_path):
+    for i in range(12):
+        write_image(str(tmp_path / "pics" / f"{i}.png"), value=10 * i, height=4, width=4)
+    return tmp_path / "pics"
+
+
+def write_csv(path, header, cells, encoding="utf-8"):
+    """A CSV of pics/<i>.png with one label cell (or several cells) per row."""
+    lines = [header] + [f"pics/{i}.png,{c}" for i, c in enumerate(cells)]
+    path.write_text("\n".join(lines) + "\n", encoding=encoding)
+    return path
+
+
+def build(csv, **kwargs):
+    return kg.CSVGenerator(csv, image_size=(4, 4), **kwargs)
+
+
+# ----------------------------------------------------------------- malformed CSV files
+
+
+def test_rows_longer_than_the_header_are_refused_with_their_line(pics, tmp_path):
+    path = tmp_path / "long.csv"
+    path.write_text("filename,label\npics/0.png,a\n\npics/1.png,b,oops\n")
+    with pytest.raises(ValueError, match=r"Line 4 of .*long.csv has 3 cells, but the header "
+                       r"names 2 columns.*\['oops'\] would be lost"):
+        kg.CSVGenerator(path)
+    path.write_text("filename,label\npics/0.png,a,\npics/1.png,b\n")  # an empty extra cell
+    assert kg.CSVGenerator(path, image_size=(4, 4)).num_samples == 2
+    path.write_text("filename,label\n\npics/0.png,\npics/1.png,b\n")
+    with pytest.raises(ValueError, match="missing or NaN.*line 3 of"):  # blank lines count
+        kg.CSVGenerator(path)
+
+
+def test_a_column_named_twice_is_refused(pics, tmp_path):
+    path = tmp_path / "dup.csv"
+    path.write_text("filename,label,label\npics/0.png,a,b\n")
+    with pytest.raises(ValueError, match="names column 'label' twice \\(columns 2 and 3\\)"):
+        kg.CSVGenerator(path)
+    pd = pytest.importorskip("pandas")
+    frame = pd.DataFrame([[str(pics / "0.png"), "a", "b"]],
+                         columns=["filename", "label", "label"])
+    with pytest.raises(ValueError, match="DataFrame passed as `csv` names column 'label'"):
+        kg.CSVGenerator(frame)
+
+
+def test_encoding(pics, tmp_path):
+    path = write_csv(tmp_path / "latin.csv", "filename,label", ["café", "thé"], "latin-1")
+    with pytest.raises(ValueError, match=r"latin.csv is not 'utf-8' text: byte 0xe9 on line "
+                       r"2.*encoding='latin-1'"):
+        kg.CSVGenerator(path)
+    gen = kg.CSVGenerator(path, encoding="latin-1", image_size=(4, 4), label_mode="int")
+    assert gen.class_names == ["café", "thé"]
+    with pytest.raises(ValueError, match="`encoding` must be a text encoding"):
+        kg.CSVGenerator(path, encoding="klingon")
+    bom = tmp_path / "bom.csv"
+    bom.write_bytes("filename,label\npics/0.png,a\n".encode("utf-8-sig"))
+    assert kg.CSVGenerator(bom, image_size=(4, 4)).class_names == ["a"]
+
+
 # ----------------------------------------------------------------- symbolic-link loops
 
 
