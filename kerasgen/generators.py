@@ -8,6 +8,7 @@ import warnings
 import numpy as np
 
 from kerasgen import _checks, batching, seeding, sources
+from kerasgen import labels as labels_mod
 from kerasgen import loader as loader_mod
 from kerasgen.base import Generator
 
@@ -354,6 +355,8 @@ class CSVGenerator(_ImageFileGenerator):
         label_mode: "categorical" (default), "int", "binary", "multi_label", "raw", "mask"
             or None.
         label_delimiter: separates several labels in one cell for "multi_label" ("a|b").
+            Under a single-label mode a cell holding it is an error (a forgotten
+            "multi_label"); None: no delimiter, one label per cell.
         encoding: the CSV file's text encoding ("utf-8" by default; "latin-1"...).
         on_missing: "raise" (default) when listed files (images or masks) do not exist,
             or "skip" to drop those rows with a warning (`gen.skipped` lists them).
@@ -369,7 +372,7 @@ class CSVGenerator(_ImageFileGenerator):
                  label_mode="categorical", label_delimiter="|", on_missing="raise",
                  allow_outside=False, interpolation="bilinear", rescale=None, cache="auto",
                  on_error="raise", decode_threads=None, verbose=1, mask_col=None,
-                 encoding="utf-8", **common):
+                 encoding="utf-8", num_classes=None, **common):
         if (mask_col is None) != (label_mode != "mask"):
             raise ValueError("`mask_col` and label_mode='mask' go together. Received: "
                              f"mask_col={mask_col!r}, label_mode={label_mode!r}.")
@@ -416,18 +419,19 @@ class CSVGenerator(_ImageFileGenerator):
             masks = None if masks is None else [masks[i] for i in keep]
             if not paths:
                 raise ValueError(f"No row of {table.name()} names an existing file.")
+        labels, names = None, class_names
+        if y_cols is not None:
+            labels = _csv_labels(table, y_cols, label_mode, label_delimiter, class_names,
+                                 num_classes)
+            if len(y_cols) > 1 and label_mode == "multi_label" and names is None:
+                names = y_cols
         self.table = table
         self.directory = directory
         self._set_images(paths, image_size, color_mode, interpolation, rescale, cache,
                          on_error, decode_threads, verbose, masks, skipped)
-        labels, names = None, class_names
-        if y_cols is not None:
-            labels = _csv_labels(table, y_cols, label_mode, label_delimiter)
-            if len(y_cols) > 1 and label_mode == "multi_label" and names is None:
-                names = y_cols
         listing_s = time.perf_counter() - listing_started
         super().__init__(len(paths), labels=labels, label_mode=label_mode,
-                         class_names=names, **common)
+                         class_names=names, num_classes=num_classes, **common)
         self._check_image_options()
         self._wire_loader()
         if self._stats is not None:
@@ -437,10 +441,10 @@ class CSVGenerator(_ImageFileGenerator):
         return f"{self.file_paths[index]} ({self.table.describe(index)})"
 
 
-def _csv_labels(table, y_cols, label_mode, delimiter):
+def _csv_labels(table, y_cols, label_mode, delimiter, class_names=None, num_classes=None):
     """The label columns as the values `labels.encode` expects for `label_mode`."""
-    columns = [[sources.parse_number(v) for v in table.columns[c]] for c in y_cols]
     if len(y_cols) > 1 or label_mode == "raw":
+        columns = [[sources.parse_number(v) for v in table.columns[c]] for c in y_cols]
         rows = list(zip(*columns))
         for i, row in enumerate(rows):
             for name, value in zip(y_cols, row):
@@ -451,23 +455,8 @@ def _csv_labels(table, y_cols, label_mode, delimiter):
                     )
         matrix = np.asarray(rows, dtype="float32" if label_mode == "raw" else "float64")
         return matrix[:, 0] if label_mode == "raw" and len(y_cols) == 1 else matrix
-    values = columns[0]
-    if label_mode == "multi_label":
-        return [[sources.parse_number(part.strip()) for part in v.split(delimiter)
-                 if part.strip()] if isinstance(v, str) and v.strip() else _missing_or(v)
-                for v in values]
-    if all(isinstance(v, numbers.Real) for v in values):
-        return values  # ids (non-integers and NaN are refused by the encoder)
-    return [None if _missing_or(v) is None else str(v) for v in table.columns[y_cols[0]]]
-
-
-def _missing_or(value):
-    """None for an empty cell or NaN, else the value."""
-    if value is None or (isinstance(value, str) and not value.strip()):
-        return None
-    if isinstance(value, float) and np.isnan(value):
-        return None
-    return value
+    return labels_mod.column_labels(table.columns[y_cols[0]], label_mode, delimiter,
+                                    y_cols[0], table.describe, class_names, num_classes)
 
 
 class _Thumbnails:

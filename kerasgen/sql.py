@@ -93,7 +93,8 @@ class _SQLFeatures(SQLGenerator, ArrayGenerator):
             y_cols = list(y_col) if isinstance(y_col, (list, tuple)) else [y_col]
             for name in y_cols:
                 table.column(name, "y_col")
-            y = _csv_labels(table, y_cols, label_mode, kwargs.pop("label_delimiter", "|"))
+            y = _csv_labels(table, y_cols, label_mode, kwargs.pop("label_delimiter", "|"),
+                            kwargs.get("class_names"), kwargs.get("num_classes"))
         self.table = table
         ArrayGenerator.__init__(self, x, y, label_mode=label_mode, **kwargs)
         self._sql_ready = True

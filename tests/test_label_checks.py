@@ -2,11 +2,15 @@
 disagree on classes, forgotten multi_label, numeric-looking labels, malformed CSV files,
 symbolic-link loops."""
 
+import json
 import os
+import warnings
 
+import numpy as np
 import pytest
 
 import kerasgen as kg
+from kerasgen import cli
 
 from .conftest import write_image
 
@@ -27,6 +31,119 @@ def write_csv(path, header, cells, encoding="utf-8"):
 
 def build(csv, **kwargs):
     return kg.CSVGenerator(csv, image_size=(4, 4), **kwargs)
+
+
+# ----------------------------------------------------------------- forgotten multi_label
+
+
+def test_delimited_cells_under_a_single_label_mode_are_refused(pics, tmp_path):
+    csv = write_csv(tmp_path / "tags.csv", "filename,tags",
+                    ["temple|big|wide", "big", "wide|temple"])
+    for mode in ("int", "categorical", "binary"):
+        with pytest.raises(ValueError, match=r"Column 'tags' holds 2 cells with the label "
+                           r"delimiter '\|' \(e.g. 'temple\|big\|wide' at line 2 .*"
+                           r"label_mode='multi_label'.*label_delimiter=None"):
+            build(csv, y_col="tags", label_mode=mode)
+    tags = build(csv, y_col="tags", label_mode="multi_label", shuffle=False)
+    assert tags.class_names == ["big", "temple", "wide"]
+    names = build(csv, y_col="tags", label_mode="int", label_delimiter=None)
+    assert names.class_names == ["big", "temple|big|wide", "wide|temple"]
+    frame_like = write_csv(tmp_path / "semi.csv", "filename,tags", ["a;b", "a"])
+    with pytest.raises(ValueError, match="label delimiter ';'"):
+        build(frame_like, y_col="tags", label_mode="int", label_delimiter=";")
+    with pytest.raises(ValueError, match="`label_delimiter` must be a non-empty string"):
+        build(csv, y_col="tags", label_mode="multi_label", label_delimiter="")
+
+
+def test_list_cells_of_a_dataframe_need_multi_label(pics):
+    pd = pytest.importorskip("pandas")
+    frame = pd.DataFrame({"filename": [str(pics / f"{i}.png") for i in range(3)],
+                          "tags": [["a", "b"], ["b"], []]})
+    with pytest.raises(ValueError, match="holds lists of labels.*label_mode='multi_label'"):
+        kg.CSVGenerator(frame, y_col="tags", image_size=(4, 4), label_mode="categorical")
+    gen = kg.CSVGenerator(frame, y_col="tags", image_size=(4, 4), label_mode="multi_label",
+                          shuffle=False)
+    assert gen[0][1].tolist() == [[1, 1], [0, 1], [0, 0]]
+
+
+def test_wrong_delimiter_under_multi_label_warns(pics, tmp_path):
+    commas = write_csv(tmp_path / "c.csv", "filename,tags",
+                       ['"temple,big"', "big", '"wide,temple"'])
+    with pytest.warns(UserWarning, match=r"No cell of column 'tags' holds label_delimiter="
+                      r"'\|', but 2 cells hold ',' \(e.g. 'temple,big' at line 2.*"
+                      r"label_delimiter=','"):
+        build(commas, y_col="tags", label_mode="multi_label")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        right = build(commas, y_col="tags", label_mode="multi_label", label_delimiter=",")
+    assert right.class_names == ["big", "temple", "wide"]
+    mixed = write_csv(tmp_path / "m.csv", "filename,tags",
+                      ["a|b", '"a,b"', "c"])
+    with pytest.warns(UserWarning, match=r"mixes separators: 'a,b' \(in 'a,b' at line 3"
+                      r".*\['a', 'b'\]"):
+        build(mixed, y_col="tags", label_mode="multi_label")
+    names = write_csv(tmp_path / "n.csv", "filename,tags", ['"Paris, France"|city', "city"])
+    with warnings.catch_warnings():  # a comma inside a name, labels split at '|': fine
+        warnings.simplefilter("error")
+        assert build(names, y_col="tags", label_mode="multi_label").num_classes == 2
+
+
+def test_inspect_takes_label_mode_and_delimiter(pics, tmp_path, capsys):
+    csv = write_csv(tmp_path / "tags.csv", "filename,tags", ["temple|big", "big", "wide"])
+    with pytest.warns(UserWarning, match="label delimiter '\\|'"):
+        plain = kg.inspect(csv, y_col="tags", verbose=0)
+    assert plain["classes"] == {"big": 1, "temple|big": 1, "wide": 1}
+    assert "label_mode='multi_label'" in plain["warnings"][0]
+    multi = kg.inspect(csv, y_col="tags", verbose=0, label_mode="multi_label")
+    assert multi["classes"] == {"big": 2, "temple": 1, "wide": 1} and not multi["warnings"]
+    assert cli.main(["inspect", str(csv), "--y-col", "tags"]) == 0
+    assert "warning: Column 'tags' holds 1 cells with the label delimiter" in (
+        capsys.readouterr().out)
+    assert cli.main(["inspect", str(csv), "--y-col", "tags", "--label-mode", "multi_label",
+                     "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["classes"] == multi["classes"]
+    commas = write_csv(tmp_path / "c.csv", "filename,tags", ['"temple,big"', "big"])
+    assert cli.main(["inspect", str(commas), "--y-col", "tags", "--label-mode",
+                     "multi_label", "--label-delimiter", ",", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["classes"] == {"big": 2, "temple": 1}
+
+
+# ----------------------------------------------------------------- numeric-looking labels
+
+
+def test_numeric_looking_labels_are_never_merged(pics, tmp_path):
+    csv = write_csv(tmp_path / "n.csv", "filename,label", ["007", "7", "07", "7"])
+    with pytest.warns(UserWarning, match="Labels '007', '07', '7' of column 'label' are "
+                      "written differently"):
+        gen = build(csv, label_mode="int", shuffle=False)
+    assert gen.class_names == ["007", "07", "7"] and gen.num_classes == 3
+    assert gen.labels.tolist() == [0, 2, 1, 2]
+    codes = write_csv(tmp_path / "codes.csv", "filename,label", ["007", "012", "007"])
+    padded = build(codes, label_mode="categorical", shuffle=False)
+    assert padded.class_names == ["007", "012"] and padded[0][1].shape == (3, 2)
+
+
+def test_integer_labels_are_ids_and_invent_no_class(pics, tmp_path):
+    dense = build(write_csv(tmp_path / "d.csv", "filename,label", [2, 0, 1, 2]),
+                  label_mode="int", shuffle=False)
+    assert dense.class_names == ["0", "1", "2"] and dense.labels.tolist() == [2, 0, 1, 2]
+    sparse = write_csv(tmp_path / "s.csv", "filename,label", [2, 5, 7, 5])
+    with pytest.raises(ValueError, match=r"Column 'label' holds integer labels, which are "
+                       r"class ids, but ids 0, 1, 3, 4, 6 of 0..7 have no row.*"
+                       r"num_classes=8.*class_names=\['2', '5', '7'\]"):
+        build(sparse, label_mode="int")
+    ids = build(sparse, label_mode="int", num_classes=8, shuffle=False)
+    assert ids.labels.tolist() == [2, 5, 7, 5] and ids.num_classes == 8
+    named = build(sparse, label_mode="int", class_names=["2", "5", "7"], shuffle=False)
+    assert named.labels.tolist() == [0, 1, 2, 1] and named.num_classes == 3
+    pd = pytest.importorskip("pandas")
+    frame = pd.DataFrame({"filename": [str(pics / f"{i}.png") for i in range(3)],
+                          "label": [0, 3, 1]})
+    with pytest.raises(ValueError, match="ids 2 of 0..3 have no row"):
+        kg.CSVGenerator(frame, image_size=(4, 4), label_mode="int")
+    # integer arrays keep their meaning: ids, num_classes = max id + 1
+    arrays = kg.ArrayGenerator(np.zeros((3, 1)), np.array([0, 3, 1]), label_mode="int")
+    assert arrays.num_classes == 4
 
 
 # ----------------------------------------------------------------- malformed CSV files
@@ -64,6 +181,8 @@ def test_encoding(pics, tmp_path):
         kg.CSVGenerator(path)
     gen = kg.CSVGenerator(path, encoding="latin-1", image_size=(4, 4), label_mode="int")
     assert gen.class_names == ["café", "thé"]
+    assert kg.inspect(path, encoding="latin-1", verbose=0)["classes"] == {"café": 1,
+                                                                          "thé": 1}
     with pytest.raises(ValueError, match="`encoding` must be a text encoding"):
         kg.CSVGenerator(path, encoding="klingon")
     bom = tmp_path / "bom.csv"
