@@ -357,6 +357,9 @@ class CSVGenerator(_ImageFileGenerator):
         label_delimiter: separates several labels in one cell for "multi_label" ("a|b").
             Under a single-label mode a cell holding it is an error (a forgotten
             "multi_label"); None: no delimiter, one label per cell.
+        validation_split, subset: a seeded, stratified split of the rows, as for
+            ImageFolderGenerator; classes are inferred from every row first, so both
+            subsets share one class-id mapping.
         encoding: the CSV file's text encoding ("utf-8" by default; "latin-1"...).
         on_missing: "raise" (default) when listed files (images or masks) do not exist,
             or "skip" to drop those rows with a warning (`gen.skipped` lists them).
@@ -372,7 +375,8 @@ class CSVGenerator(_ImageFileGenerator):
                  label_mode="categorical", label_delimiter="|", on_missing="raise",
                  allow_outside=False, interpolation="bilinear", rescale=None, cache="auto",
                  on_error="raise", decode_threads=None, verbose=1, mask_col=None,
-                 encoding="utf-8", num_classes=None, **common):
+                 validation_split=None, subset=None, seed=None, encoding="utf-8",
+                 num_classes=None, **common):
         if (mask_col is None) != (label_mode != "mask"):
             raise ValueError("`mask_col` and label_mode='mask' go together. Received: "
                              f"mask_col={mask_col!r}, label_mode={label_mode!r}.")
@@ -425,13 +429,20 @@ class CSVGenerator(_ImageFileGenerator):
                                  num_classes)
             if len(y_cols) > 1 and label_mode == "multi_label" and names is None:
                 names = y_cols
+        keep, names, num_classes = _split(
+            labels, len(paths), label_mode, names, num_classes, validation_split, subset,
+            seed, lambda i: f"{paths[i]} ({table.describe(i)})")
+        if keep is not None:
+            table.subset(keep)
+            paths, masks, labels = (_rows(v, keep) for v in (paths, masks, labels))
         self.table = table
         self.directory = directory
+        self.validation_split, self.subset = validation_split, subset
         self._set_images(paths, image_size, color_mode, interpolation, rescale, cache,
                          on_error, decode_threads, verbose, masks, skipped)
         listing_s = time.perf_counter() - listing_started
         super().__init__(len(paths), labels=labels, label_mode=label_mode,
-                         class_names=names, num_classes=num_classes, **common)
+                         class_names=names, num_classes=num_classes, seed=seed, **common)
         self._check_image_options()
         self._wire_loader()
         if self._stats is not None:
@@ -457,6 +468,27 @@ def _csv_labels(table, y_cols, label_mode, delimiter, class_names=None, num_clas
         return matrix[:, 0] if label_mode == "raw" and len(y_cols) == 1 else matrix
     return labels_mod.column_labels(table.columns[y_cols[0]], label_mode, delimiter,
                                     y_cols[0], table.describe, class_names, num_classes)
+
+
+def _split(labels, num_rows, label_mode, class_names, num_classes, validation_split,
+           subset, seed, describe):
+    """(rows kept or None, class_names, num_classes) for a `validation_split` of a table:
+    the folder's seeded, stratified split (`sources.validation_subset`), with the classes
+    inferred from every row before splitting, so that the training and validation
+    subsets share one class-id mapping even when one of them lacks a class."""
+    if validation_split is None and subset is None:
+        return None, class_names, num_classes
+    targets = labels_mod.encode(labels, label_mode, class_names, num_classes, describe)
+    keep = sources.validation_subset(targets.class_ids, num_rows, validation_split, subset,
+                                     seed)
+    return keep, targets.class_names, targets.num_classes
+
+
+def _rows(values, keep):
+    """The rows `keep` of a list or array (None stays None)."""
+    if values is None or isinstance(values, np.ndarray):
+        return None if values is None else values[keep]
+    return [values[i] for i in keep]
 
 
 class _Thumbnails:

@@ -507,3 +507,49 @@ def column_labels(cells, label_mode, delimiter="|", column="label", describe=Non
     value = dict(zip(parts, _class_values(parts, column, class_names, num_classes)))
     return [None if row is None else [value[v] for v in row] for row in rows]
 
+
+def check_same_classes(gen, other, roles=("training", "validation")):
+    """Raises when two generators given to one `fit` map classes to different ids, or
+    make one-hot / multi-hot targets of different widths (any data with `class_names` is
+    compared: a Keras `image_dataset_from_directory` too)."""
+    mine = (getattr(gen, "class_names", None), getattr(gen, "num_classes", None))
+    theirs = (getattr(other, "class_names", None), getattr(other, "num_classes", None))
+    if not isinstance(mine[0], list) or not isinstance(theirs[0], list):
+        return
+    if mine[0] == theirs[0] and None in (mine[1], theirs[1]) or mine == theirs:
+        return
+    common = min(len(mine[0]), len(theirs[0]))
+    widths = {getattr(gen, "label_mode", None), getattr(other, "label_mode", None)} & {
+        "categorical", "multi_label"}
+    if mine[0][:common] == theirs[0][:common] and not widths:
+        return  # every class both know has one id, and no target's width depends on it
+
+    def shown(names):
+        return repr(names) if len(names) <= 20 else f"{names[:20]!r}[:20] of {len(names)}"
+
+    first, second = roles
+    differ = next((k for k, (a, b) in enumerate(zip(mine[0], theirs[0])) if a != b), None)
+    if differ is not None:
+        detail = (f"class id {differ} is {mine[0][differ]!r} in the {first} data and "
+                  f"{theirs[0][differ]!r} in the {second} data")
+    else:
+        detail = (f"num_classes is {mine[1]} in the {first} data and {theirs[1]} in the "
+                  f"{second} data")
+    raise ValueError(
+        f"The {first} and {second} generators given to fit have different classes: "
+        f"{first} class_names={shown(mine[0])}, {second} class_names={shown(theirs[0])}, "
+        f"so {detail}, and the {second} labels would be read wrongly. Build the "
+        f"{second} generator with class_names=train.class_names (for a validation part of "
+        "one table or folder, use validation_split and subset with the same seed).")
+
+
+def check_fit_partners(gen, fit_data):
+    """In `fit` (`fit_data` = its (x, validation_data), or None outside it): raises when
+    `gen` is one of the two and the other, a kerasgen generator too, has other classes."""
+    if fit_data is None:
+        return
+    x, validation = fit_data
+    if gen is x and validation is not None:
+        check_same_classes(gen, validation)
+    elif gen is validation and x is not None:
+        check_same_classes(x, gen)

@@ -4,8 +4,10 @@ symbolic-link loops."""
 
 import json
 import os
+import sqlite3
 import warnings
 
+import keras
 import numpy as np
 import pytest
 
@@ -31,6 +33,100 @@ def write_csv(path, header, cells, encoding="utf-8"):
 
 def build(csv, **kwargs):
     return kg.CSVGenerator(csv, image_size=(4, 4), **kwargs)
+
+
+# ----------------------------------------------------------------- validation_split
+
+
+def test_csv_split_is_seeded_stratified_disjoint_and_shares_the_classes(pics, tmp_path):
+    labels = ["china"] * 6 + ["flower"] * 4 + ["gray"] * 2
+    csv = write_csv(tmp_path / "all.csv", "filename,label", labels)
+    common = dict(validation_split=0.25, seed=3, label_mode="int")
+    train = build(csv, subset="training", **common)
+    val = build(csv, subset="validation", **common)
+    assert not set(train.file_paths) & set(val.file_paths)
+    assert sorted(train.file_paths + val.file_paths) == sorted(build(csv).file_paths)
+    assert np.bincount(val.labels, minlength=3).tolist() == [2, 1, 0]  # round(.25 * n)
+    # 'gray' (2 rows) has none in validation, yet validation keeps training's ids
+    assert val.class_names == train.class_names == ["china", "flower", "gray"]
+    assert val.num_classes == 3
+    for gen in (train, val):
+        names = [gen.class_names[k] for k in gen.labels]
+        rows = [int(os.path.basename(p)[:-4]) for p in gen.file_paths]
+        assert names == [labels[r] for r in rows]
+    again = build(csv, subset="validation", **common)
+    assert again.file_paths == val.file_paths
+    with pytest.raises(ValueError, match="`seed` must be given"):
+        build(csv, validation_split=0.25, subset="training")
+    with pytest.raises(ValueError, match="`subset` needs `validation_split`"):
+        build(csv, subset="training", seed=1)
+
+
+def test_sql_split_for_images_and_features(pics, tmp_path):
+    path = tmp_path / "t.db"
+    with sqlite3.connect(path) as db:
+        db.execute("CREATE TABLE t (path TEXT, a REAL, kind TEXT)")
+        db.executemany("INSERT INTO t VALUES (?, ?, ?)",
+                       [(f"pics/{i}.png", float(i), "ab"[i < 9]) for i in range(12)])
+    common = dict(validation_split=0.25, seed=0, label_mode="int", shuffle=False)
+    parts = [kg.SQLGenerator(path, "SELECT path, kind FROM t", x_col="path", y_col="kind",
+                             image_size=(4, 4), subset=s, **common)
+             for s in ("training", "validation")]
+    assert not set(parts[0].file_paths) & set(parts[1].file_paths)
+    assert len(parts[0].file_paths) + len(parts[1].file_paths) == 12
+    rows = [kg.SQLGenerator(path, "SELECT a, kind FROM t", x_col=["a"], y_col="kind",
+                            subset=s, **common) for s in ("training", "validation")]
+    seen = [set(np.concatenate([g[i][0][:, 0] for i in range(len(g))]).tolist()) for g in rows]
+    assert not seen[0] & seen[1] and len(seen[0] | seen[1]) == 12
+    assert rows[1].class_names == ["a", "b"] and np.bincount(rows[1].labels).tolist() == [1, 2]
+
+
+# ----------------------------------------------------------------- generators of one fit
+
+
+def tiny_model(loss="sparse_categorical_crossentropy"):
+    model = keras.Sequential([keras.Input((4, 4, 3)), keras.layers.Flatten(),
+                              keras.layers.Dense(3, activation="softmax")])
+    model.compile("sgd", loss)
+    return model
+
+
+def test_fit_refuses_a_validation_generator_with_other_classes(pics, tmp_path):
+    train = build(write_csv(tmp_path / "train.csv", "filename,label",
+                            ["china", "flower", "gray"] * 2),
+                  label_mode="int", batch_size=3, seed=0)
+    val_csv = write_csv(tmp_path / "val.csv", "filename,label", ["china", "gray"])
+    shifted = build(val_csv, label_mode="int", batch_size=3)
+    assert shifted.labels.tolist() == [0, 1]  # 'gray' is 1 here, 2 in training
+    model = tiny_model()
+    weights = [w.copy() for w in model.get_weights()]
+    match = (r"class_names=\['china', 'flower', 'gray'\].*class_names=\['china', 'gray'\]"
+             r".*class id 1 is 'flower'.*'gray'.*class_names=train.class_names")
+    with pytest.raises(ValueError, match=match):
+        model.fit(train, validation_data=shifted, epochs=1, verbose=0)
+    for before, after in zip(weights, model.get_weights()):  # not a step was trained
+        np.testing.assert_array_equal(before, after)
+    val = build(val_csv, label_mode="int", batch_size=3, class_names=train.class_names)
+    assert val.labels.tolist() == [0, 2]
+    history = model.fit(train, validation_data=val, epochs=1, verbose=0)
+    assert "val_loss" in history.history
+
+
+def test_fit_compares_widths_and_ignores_data_without_classes(pics, tmp_path):
+    csv = write_csv(tmp_path / "ids.csv", "filename,label", [0, 1, 2, 0, 1, 2])
+    train = build(csv, label_mode="categorical", batch_size=3, seed=0)
+    wider = build(csv, label_mode="categorical", batch_size=3, num_classes=4)
+    with pytest.raises(ValueError, match="num_classes is 3 in the training data and 4"):
+        tiny_model("categorical_crossentropy").fit(train, validation_data=wider, epochs=1,
+                                                   verbose=0)
+    # class ids as ints: a validation part without the last class reads every id right
+    ints = build(csv, label_mode="int", batch_size=3, seed=0)
+    fewer = build(write_csv(tmp_path / "few.csv", "filename,label", [0, 1, 1]),
+                  label_mode="int", batch_size=3)
+    assert fewer.class_names == ["0", "1"]
+    tiny_model().fit(ints, validation_data=fewer, epochs=1, verbose=0)
+    x = np.stack([ints[0][0][0]] * 3)
+    tiny_model().fit(ints, validation_data=(x, np.array([0, 1, 2])), epochs=1, verbose=0)
 
 
 # ----------------------------------------------------------------- forgotten multi_label
@@ -181,13 +277,13 @@ def test_encoding(pics, tmp_path):
         kg.CSVGenerator(path)
     gen = kg.CSVGenerator(path, encoding="latin-1", image_size=(4, 4), label_mode="int")
     assert gen.class_names == ["café", "thé"]
-    assert kg.inspect(path, encoding="latin-1", verbose=0)["classes"] == {"café": 1,
-                                                                          "thé": 1}
     with pytest.raises(ValueError, match="`encoding` must be a text encoding"):
         kg.CSVGenerator(path, encoding="klingon")
     bom = tmp_path / "bom.csv"
     bom.write_bytes("filename,label\npics/0.png,a\n".encode("utf-8-sig"))
     assert kg.CSVGenerator(bom, image_size=(4, 4)).class_names == ["a"]
+    assert kg.inspect(path, encoding="latin-1", verbose=0)["classes"] == {"café": 1,
+                                                                          "thé": 1}
 
 
 # ----------------------------------------------------------------- symbolic-link loops
