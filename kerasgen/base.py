@@ -346,6 +346,7 @@ class Generator(PyDataset):
             )
         self._epoch_open = True
         _keras_compat.note_epoch_begun(self)  # found by GeneratorCheckpoint without argument
+        labels_mod.check_fit_partners(self, _keras_compat.fit_data())
 
     def on_epoch_end(self):
         """Advances to the next epoch (new order, new augmentation draws)."""

@@ -1,7 +1,7 @@
 """The `kerasgen` command line: `preview`, `inspect` and `bench`.
 
     kerasgen preview DIR --out preview.png [--augment]
-    kerasgen inspect DIR|CSV [--json]
+    kerasgen inspect DIR|CSV [--label-mode int|multi_label] [--label-delimiter '|'] [--json]
     kerasgen bench DIR|CSV --image-size 224 --batch-size 32 [--workers N]
                    [--cache none|auto|memory|PATH]
 """
@@ -27,11 +27,17 @@ def _preview(args):
 
 def _inspect(args):
     import json
+    import warnings
 
     from kerasgen import inspection
 
-    report = inspection.inspect(args.source, x_col=args.x_col, y_col=args.y_col,
-                                directory=args.directory, verbose=0 if args.json else 1)
+    with warnings.catch_warnings():  # the report lists them
+        warnings.simplefilter("ignore")
+        report = inspection.inspect(args.source, x_col=args.x_col, y_col=args.y_col,
+                                    directory=args.directory, verbose=0 if args.json else 1,
+                                    label_mode=args.label_mode,
+                                    label_delimiter=args.label_delimiter or None,
+                                    encoding=args.encoding)
     print(json.dumps(report, indent=2) if args.json else inspection.format_report(report))
     return 0
 
@@ -105,6 +111,14 @@ def main(argv=None):
     inspect.add_argument("--x-col", default="filename", help="CSV column of image paths")
     inspect.add_argument("--y-col", default="label", help="CSV column of labels")
     inspect.add_argument("--directory", default=None, help="folder CSV paths are relative to")
+    inspect.add_argument("--label-mode", default="int",
+                         choices=["int", "categorical", "binary", "multi_label"],
+                         help="multi_label: count each label of a CSV cell split at "
+                              "--label-delimiter (default int: one class per cell)")
+    inspect.add_argument("--label-delimiter", default="|",
+                         help="separates the labels of one CSV cell (default '|'; '' for "
+                              "none)")
+    inspect.add_argument("--encoding", default="utf-8", help="the CSV file's text encoding")
     inspect.add_argument("--json", action="store_true", help="print JSON, for scripts")
     inspect.set_defaults(run=_inspect)
 

@@ -8,6 +8,7 @@ import warnings
 import numpy as np
 
 from kerasgen import _checks, batching, seeding, sources
+from kerasgen import labels as labels_mod
 from kerasgen import loader as loader_mod
 from kerasgen.base import Generator
 
@@ -352,6 +353,12 @@ class CSVGenerator(_ImageFileGenerator):
         label_mode: "categorical" (default), "int", "binary", "multi_label", "raw", "mask"
             or None.
         label_delimiter: separates several labels in one cell for "multi_label" ("a|b").
+            Under a single-label mode a cell holding it is an error (a forgotten
+            "multi_label"); None: no delimiter, one label per cell.
+        validation_split, subset: a seeded, stratified split of the rows, as for
+            ImageFolderGenerator; classes are inferred from every row first, so both
+            subsets share one class-id mapping.
+        encoding: the CSV file's text encoding ("utf-8" by default; "latin-1"...).
         on_missing: "raise" (default) when listed files (images or masks) do not exist,
             or "skip" to drop those rows with a warning (`gen.skipped` lists them).
         mask_col: segmentation (with label_mode="mask"): the column of mask paths,
@@ -365,13 +372,15 @@ class CSVGenerator(_ImageFileGenerator):
                  image_size=(256, 256), color_mode="rgb", class_names=None,
                  label_mode="categorical", label_delimiter="|", on_missing="raise",
                  allow_outside=False, interpolation="bilinear", rescale=None, cache="auto",
-                 on_error="raise", decode_threads=None, verbose=1, mask_col=None, **common):
+                 on_error="raise", decode_threads=None, verbose=1, mask_col=None,
+                 validation_split=None, subset=None, seed=None, encoding="utf-8",
+                 num_classes=None, **common):
         if (mask_col is None) != (label_mode != "mask"):
             raise ValueError("`mask_col` and label_mode='mask' go together. Received: "
                              f"mask_col={mask_col!r}, label_mode={label_mode!r}.")
         _checks.one_of("on_missing", on_missing, ("raise", "skip"))
         listing_started = time.perf_counter()
-        table = sources.Table(csv)
+        table = sources.Table(csv, encoding)
         table.column(x_col, "x_col")
         if mask_col is not None:
             table.column(mask_col, "mask_col")
@@ -412,18 +421,26 @@ class CSVGenerator(_ImageFileGenerator):
             masks = None if masks is None else [masks[i] for i in keep]
             if not paths:
                 raise ValueError(f"No row of {table.name()} names an existing file.")
-        self.table = table
-        self.directory = directory
-        self._set_images(paths, image_size, color_mode, interpolation, rescale, cache,
-                         on_error, decode_threads, verbose, masks, skipped)
         labels, names = None, class_names
         if y_cols is not None:
-            labels = _csv_labels(table, y_cols, label_mode, label_delimiter)
+            labels = _csv_labels(table, y_cols, label_mode, label_delimiter, class_names,
+                                 num_classes)
             if len(y_cols) > 1 and label_mode == "multi_label" and names is None:
                 names = y_cols
+        keep, names, num_classes = _split(
+            labels, len(paths), label_mode, names, num_classes, validation_split, subset,
+            seed, lambda i: f"{paths[i]} ({table.describe(i)})")
+        if keep is not None:
+            table.subset(keep)
+            paths, masks, labels = (_rows(v, keep) for v in (paths, masks, labels))
+        self.table = table
+        self.directory = directory
+        self.validation_split, self.subset = validation_split, subset
+        self._set_images(paths, image_size, color_mode, interpolation, rescale, cache,
+                         on_error, decode_threads, verbose, masks, skipped)
         listing_s = time.perf_counter() - listing_started
         super().__init__(len(paths), labels=labels, label_mode=label_mode,
-                         class_names=names, **common)
+                         class_names=names, num_classes=num_classes, seed=seed, **common)
         self._check_image_options()
         self._wire_loader()
         if self._stats is not None:
@@ -433,10 +450,10 @@ class CSVGenerator(_ImageFileGenerator):
         return f"{self.file_paths[index]} ({self.table.describe(index)})"
 
 
-def _csv_labels(table, y_cols, label_mode, delimiter):
+def _csv_labels(table, y_cols, label_mode, delimiter, class_names=None, num_classes=None):
     """The label columns as the values `labels.encode` expects for `label_mode`."""
-    columns = [[sources.parse_number(v) for v in table.columns[c]] for c in y_cols]
     if len(y_cols) > 1 or label_mode == "raw":
+        columns = [[sources.parse_number(v) for v in table.columns[c]] for c in y_cols]
         rows = list(zip(*columns))
         for i, row in enumerate(rows):
             for name, value in zip(y_cols, row):
@@ -447,23 +464,29 @@ def _csv_labels(table, y_cols, label_mode, delimiter):
                     )
         matrix = np.asarray(rows, dtype="float32" if label_mode == "raw" else "float64")
         return matrix[:, 0] if label_mode == "raw" and len(y_cols) == 1 else matrix
-    values = columns[0]
-    if label_mode == "multi_label":
-        return [[sources.parse_number(part.strip()) for part in v.split(delimiter)
-                 if part.strip()] if isinstance(v, str) and v.strip() else _missing_or(v)
-                for v in values]
-    if all(isinstance(v, numbers.Real) for v in values):
-        return values  # ids (non-integers and NaN are refused by the encoder)
-    return [None if _missing_or(v) is None else str(v) for v in table.columns[y_cols[0]]]
+    return labels_mod.column_labels(table.columns[y_cols[0]], label_mode, delimiter,
+                                    y_cols[0], table.describe, class_names, num_classes)
 
 
-def _missing_or(value):
-    """None for an empty cell or NaN, else the value."""
-    if value is None or (isinstance(value, str) and not value.strip()):
-        return None
-    if isinstance(value, float) and np.isnan(value):
-        return None
-    return value
+def _split(labels, num_rows, label_mode, class_names, num_classes, validation_split,
+           subset, seed, describe):
+    """(rows kept or None, class_names, num_classes) for a `validation_split` of a table:
+    the folder's seeded, stratified split (`sources.validation_subset`), with the classes
+    inferred from every row before splitting, so that the training and validation
+    subsets share one class-id mapping even when one of them lacks a class."""
+    if validation_split is None and subset is None:
+        return None, class_names, num_classes
+    targets = labels_mod.encode(labels, label_mode, class_names, num_classes, describe)
+    keep = sources.validation_subset(targets.class_ids, num_rows, validation_split, subset,
+                                     seed)
+    return keep, targets.class_names, targets.num_classes
+
+
+def _rows(values, keep):
+    """The rows `keep` of a list or array (None stays None)."""
+    if values is None or isinstance(values, np.ndarray):
+        return None if values is None else values[keep]
+    return [values[i] for i in keep]
 
 
 class _Thumbnails:

@@ -2,10 +2,13 @@
 
 import collections
 import os
+import warnings
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
+from kerasgen import _checks
+from kerasgen import labels as labels_mod
 from kerasgen import sources
 from kerasgen.progress import progress
 
@@ -30,34 +33,54 @@ def _probe(path):
         return None, None, None, fmt, str(error)
 
 
-def _files_and_labels(source, x_col, y_col, directory):
-    """(paths, class name per path or None) from a folder or a CSV file."""
+def _files_and_labels(source, x_col, y_col, directory, label_mode, label_delimiter,
+                      encoding):
+    """(paths, labels per path or None, warnings) from a folder or a CSV file. With
+    label_mode="multi_label" each CSV path has a list of labels."""
     source = os.fspath(source)
     if os.path.isdir(source):
         paths, ids, names = sources.list_image_folder(source, classes_required=False)
         if ids is None:
-            return paths, None
-        return paths, [names[i] for i in ids]
-    table = sources.Table(source)
+            return paths, None, []
+        return paths, [names[i] for i in ids], []
+    table = sources.Table(source, encoding)
     table.column(x_col, "x_col")
     paths = sources.resolve_paths(table.columns[x_col], table, directory, True,
                                   table.describe)
-    labels = None
-    if y_col is not None and y_col in table.columns:
-        labels = [str(v) for v in table.columns[y_col]]
-    return paths, labels
+    if label_mode is None or y_col is None or y_col not in table.columns:
+        return paths, None, []
+    cells = table.columns[y_col]
+    problem = labels_mod.delimiter_problem(cells, label_mode, label_delimiter, y_col,
+                                           table.describe)
+    found = [] if problem is None else [problem[1]]
+    if label_mode == "multi_label":
+        return paths, [[str(v) for v in labels_mod.split_cell(c, label_delimiter) or []]
+                       for c in cells], found
+    return paths, [str(v) for v in cells], found
 
 
 def inspect(source, x_col="filename", y_col="label", directory=None, verbose=1,
-            threads=None):
+            threads=None, label_mode="int", label_delimiter="|", encoding="utf-8"):
     """Summarises an image folder (one subfolder per class) or a CSV list.
 
     Returns a dict: number of files, class counts, imbalance ratio (largest / smallest
     class), image sizes (min, median, max of height and width; the most common sizes),
-    formats and channel counts, and the files that cannot be decoded (each decoded once,
-    in parallel, with a progress bar for large folders).
+    formats and channel counts, the files that cannot be decoded (each decoded once,
+    in parallel, with a progress bar for large folders), and `warnings` about the labels.
+
+    For a CSV: `label_mode` "multi_label" counts every label of a cell split at
+    `label_delimiter` (a row holds several); any other class mode counts each cell as one
+    class, and warns when cells hold the delimiter (a forgotten "multi_label"); None
+    ignores the labels. `encoding` is the CSV file's text encoding.
     """
-    paths, labels = _files_and_labels(source, x_col, y_col, directory)
+    _checks.one_of("label_mode", label_mode, labels_mod.LABEL_MODES)
+    labels_mod.check_delimiter(label_delimiter)
+    paths, labels, found = _files_and_labels(source, x_col, y_col, directory, label_mode,
+                                             label_delimiter, encoding)
+    for message in found:
+        warnings.warn(message, stacklevel=2)
+    if labels is not None and label_mode == "multi_label":
+        labels = [label for row in labels for label in row]
     with ThreadPoolExecutor(threads or os.cpu_count() or 1) as pool:
         probes = list(progress(pool.map(_probe, paths), "Inspecting images", len(paths),
                                verbose))
@@ -85,6 +108,7 @@ def inspect(source, x_col="filename", y_col="label", directory=None, verbose=1,
         },
         "corrupt": [{"path": path, "error": p[4]} for path, p in zip(paths, probes)
                     if p[4] is not None],
+        "warnings": found,
     }
     return report
 
@@ -108,6 +132,7 @@ def format_report(report):
         lines.append(f"most common sizes: {common}")
     lines.append("formats: " + ", ".join(f"{k} {v}" for k, v in report["formats"].items()))
     lines.append("channels: " + ", ".join(f"{k}: {v}" for k, v in report["channels"].items()))
+    lines += [f"warning: {w}" for w in report.get("warnings", ())]
     lines.append(f"corrupt files: {len(report['corrupt'])}")
     lines += [f"  {c['path']}: {c['error']}" for c in report["corrupt"][:20]]
     if len(report["corrupt"]) > 20:

@@ -1,6 +1,8 @@
 """Label encoding: per-sample targets are encoded once, batches are gathered from them."""
 
 import numbers
+import re
+import warnings
 
 import numpy as np
 
@@ -314,3 +316,240 @@ def encode_masks(masks, num_classes, mask_format, describe, indices):
     out = np.zeros(masks.shape + (num_classes,), dtype="float32")
     np.put_along_axis(out, masks[..., None].astype("int64"), 1.0, axis=-1)
     return out
+
+
+# ----------------------------------------------------------------- label columns of tables
+# A CSV cell is text. It is read as a number only when it is written as one plainly:
+# "7" and "-1" are integers (class ids), "0.5" and "7.0" are numbers; "007", "07" and "+7"
+# stay text (names), so that zero-padded codes are never merged into one number.
+_INTEGER = re.compile(r"-?(0|[1-9][0-9]*)\Z")
+_DECIMAL = re.compile(r"[-+]?([0-9]+\.[0-9]*|\.[0-9]+|[0-9]+)([eE][-+]?[0-9]+)?\Z")
+_PADDED = re.compile(r"[-+]?0[0-9]+\Z")
+# characters that, inside a label cell, may separate several labels
+SEPARATORS = (",", ";", "|", "\t")
+
+
+def _cell_number(value):
+    """The number a cell's text is written as (int, float), or the value unchanged."""
+    if not isinstance(value, str):
+        return value
+    text = value.strip()
+    if _INTEGER.match(text):
+        return int(text)
+    if text.lower() == "nan" or (_DECIMAL.match(text) and not _PADDED.match(text)):
+        return float(text)
+    return value
+
+
+def _is_number(value):
+    return isinstance(value, numbers.Real) or isinstance(value, np.number)
+
+
+def _text(value):
+    return value.strip() if isinstance(value, str) else str(_plain(value))
+
+
+def _missing_cell(value):
+    """None for an empty cell or NaN, else the value."""
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return None
+    if isinstance(value, float) and np.isnan(value):
+        return None
+    return value
+
+
+def _where(describe, i):
+    return describe(i) if describe is not None else f"row {i}"
+
+
+def _class_values(values, column, class_names, num_classes):
+    """One flat list of label cells (None where missing) as `encode` takes them: integer
+    ids when every cell is a number and no two cells spell one number differently;
+    class names (the cells' text) otherwise, or when `class_names` names every cell.
+    The cells are judged once per distinct value (a column holds few)."""
+    distinct = set(values) - {None}
+    parsed = {v: _cell_number(v) for v in distinct}
+    spellings = {}  # number -> the texts written for it ('7', '07', '7.0')
+    for value in distinct:
+        if isinstance(value, str) and _DECIMAL.match(value.strip()):
+            spellings.setdefault(float(value), set()).add(value.strip())
+    clashes = [sorted(s) for s in spellings.values() if len(s) > 1]
+    if clashes:
+        texts = ", ".join(repr(t) for t in clashes[0])
+        warnings.warn(
+            f"Labels {texts} of column {column!r} are written differently but read as the "
+            f"same number; they are kept as {len(clashes[0])} different classes (labels "
+            "are names unless every label is a plainly written integer). If they are one "
+            "class, write them the same way.", stacklevel=5)
+    names = None if class_names is None else {str(n) for n in class_names}
+    if clashes or not all(_is_number(p) for p in parsed.values()) or (
+            names is not None and all(_text(v) in names for v in distinct)):
+        text = {v: _text(v) for v in distinct}  # names; numbers too when class_names say so
+        return [None if v is None else text[v] for v in values]
+    present = {int(p) for p in parsed.values() if not np.isnan(p) and float(p).is_integer()}
+    if (class_names is None and num_classes is None and present and min(present) >= 0
+            and len(present) < max(present) + 1 and all(
+                np.isnan(p) or float(p).is_integer() for p in parsed.values())):
+        absent = sorted(set(range(max(present) + 1)) - present)
+        shown = ", ".join(map(str, absent[:10])) + (" ..." if len(absent) > 10 else "")
+        found = [str(n) for n in sorted(present)]
+        raise ValueError(
+            f"Column {column!r} holds integer labels, which are class ids, but ids {shown} "
+            f"of 0..{max(present)} have no row: they would be classes that no label names. "
+            f"Pass num_classes={max(present) + 1} if these are the ids of "
+            f"{max(present) + 1} classes, or class_names="
+            f"{found[:10]}{'...' if len(found) > 10 else ''} if the numbers are the names "
+            f"of {len(found)} classes.")
+    out = [None if v is None else parsed[v] for v in values]
+    if None not in distinct and None not in values and all(
+            isinstance(p, int) and not isinstance(p, bool) for p in parsed.values()):
+        return np.asarray(out, dtype="int64")  # the encoder's vectorised path
+    return out
+
+
+def delimiter_problem(cells, label_mode, delimiter, column="label", describe=None):
+    """A message when the cells of label column `column` look delimited in a way that
+    `label_mode` and `label_delimiter` do not read, else None. Returns (kind, message):
+    "error" for cells holding the delimiter under a single-label mode (each combination
+    would become a class), "warning" for a likely wrong delimiter under "multi_label"."""
+    texts = {c.strip() for c in cells if isinstance(c, str)} - {""}
+
+    def first(found):  # (rows holding one of the texts `found`, the first's (i, cell))
+        rows = [i for i, c in enumerate(cells) if isinstance(c, str) and c.strip() in found]
+        return len(rows), (rows[0], cells[rows[0]].strip())
+
+    if label_mode in CLASS_MODES and delimiter:
+        holding = {t for t in texts if delimiter in t}
+        if holding:
+            n, (i, cell) = first(holding)
+            return "error", (
+                f"Column {column!r} holds {n} cells with the label delimiter "
+                f"{delimiter!r} (e.g. {cell!r} at {_where(describe, i)}), but "
+                f"label_mode={label_mode!r} reads one class per cell, so every combination "
+                "would become a class of its own. For several labels per row pass "
+                f"label_mode='multi_label' (and label_delimiter if they are not separated "
+                f"by {delimiter!r}); if {delimiter!r} is part of the class names, pass "
+                "label_delimiter=None.")
+        return None
+    if label_mode != "multi_label":
+        return None
+    if not delimiter or not any(delimiter in t for t in texts):
+        for sep in SEPARATORS:
+            holding = {t for t in texts if sep != delimiter and sep in t}
+            if holding:
+                n, (i, cell) = first(holding)
+                return "warning", (
+                    f"No cell of column {column!r} holds label_delimiter={delimiter!r}, "
+                    f"but {n} cells hold {sep!r} (e.g. {cell!r} at {_where(describe, i)}), "
+                    "and label_mode='multi_label' reads each of them as one label. If "
+                    f"{sep!r} separates the labels, pass label_delimiter={sep!r}.")
+        return None
+    parts = {p.strip() for t in texts for p in t.split(delimiter)} - {""}
+    for part in sorted(parts):
+        for sep in SEPARATORS:
+            pieces = [p.strip() for p in part.split(sep) if p.strip()]
+            if sep != delimiter and len(pieces) > 1 and all(p in parts for p in pieces):
+                _, (i, cell) = first({t for t in texts
+                                      if part in [p.strip() for p in t.split(delimiter)]})
+                return "warning", (
+                    f"Column {column!r} mixes separators: {part!r} (in {cell!r} at "
+                    f"{_where(describe, i)}) is the labels {pieces} joined by {sep!r}, not "
+                    f"by label_delimiter={delimiter!r}, so it is read as one label. "
+                    f"Separate every row's labels with {delimiter!r}.")
+    return None
+
+
+def check_delimiter(delimiter):
+    if delimiter is not None and (not isinstance(delimiter, str) or not delimiter):
+        _checks.fail("label_delimiter", "a non-empty string, or None (one label per cell)",
+                     delimiter)
+    return delimiter
+
+
+def split_cell(value, delimiter):
+    """The labels of one multi-label cell: a list, or None when the cell is missing."""
+    value = _missing_cell(value)
+    if isinstance(value, str):
+        pieces = value.split(delimiter) if delimiter else [value]
+        return [p.strip() for p in pieces if p.strip()]
+    if value is None or isinstance(value, (list, tuple, set, np.ndarray)):
+        return None if value is None else list(value)
+    return [value]
+
+
+def column_labels(cells, label_mode, delimiter="|", column="label", describe=None,
+                  class_names=None, num_classes=None):
+    """The cells of one label column (a CSV file's text, a DataFrame's or a query's
+    values) as `encode` takes them, for a class mode or "multi_label".
+
+    Refuses list cells and cells holding the delimiter under a single-label mode, and
+    integer ids that leave a class without a row (unless `class_names` or `num_classes`
+    say how many classes there are); warns of a likely wrong delimiter under
+    "multi_label" and of labels such as '7' and '07' (kept as two classes)."""
+    check_delimiter(delimiter)
+    problem = delimiter_problem(cells, label_mode, delimiter, column, describe)
+    if problem is not None and problem[0] == "error":
+        raise ValueError(problem[1])
+    if problem is not None:
+        warnings.warn(problem[1], stacklevel=4)
+    if label_mode != "multi_label":
+        for i, cell in enumerate(cells):
+            if isinstance(cell, (list, tuple, set, np.ndarray)):
+                raise ValueError(
+                    f"Column {column!r} holds lists of labels (e.g. {cell!r} at "
+                    f"{_where(describe, i)}), but label_mode={label_mode!r} takes one class "
+                    "per row. Pass label_mode='multi_label'.")
+        return _class_values([_missing_cell(c) for c in cells], column, class_names,
+                             num_classes)
+    split = {c: split_cell(c, delimiter) for c in {c for c in cells if isinstance(c, str)}}
+    rows = [split[c] if isinstance(c, str) else split_cell(c, delimiter) for c in cells]
+    parts = list({v for row in rows if row for v in row})
+    value = dict(zip(parts, _class_values(parts, column, class_names, num_classes)))
+    return [None if row is None else [value[v] for v in row] for row in rows]
+
+
+def check_same_classes(gen, other, roles=("training", "validation")):
+    """Raises when two generators given to one `fit` map classes to different ids, or
+    make one-hot / multi-hot targets of different widths (any data with `class_names` is
+    compared: a Keras `image_dataset_from_directory` too)."""
+    mine = (getattr(gen, "class_names", None), getattr(gen, "num_classes", None))
+    theirs = (getattr(other, "class_names", None), getattr(other, "num_classes", None))
+    if not isinstance(mine[0], list) or not isinstance(theirs[0], list):
+        return
+    if mine[0] == theirs[0] and None in (mine[1], theirs[1]) or mine == theirs:
+        return
+    common = min(len(mine[0]), len(theirs[0]))
+    widths = {getattr(gen, "label_mode", None), getattr(other, "label_mode", None)} & {
+        "categorical", "multi_label"}
+    if mine[0][:common] == theirs[0][:common] and not widths:
+        return  # every class both know has one id, and no target's width depends on it
+
+    def shown(names):
+        return repr(names) if len(names) <= 20 else f"{names[:20]!r}[:20] of {len(names)}"
+
+    first, second = roles
+    differ = next((k for k, (a, b) in enumerate(zip(mine[0], theirs[0])) if a != b), None)
+    if differ is not None:
+        detail = (f"class id {differ} is {mine[0][differ]!r} in the {first} data and "
+                  f"{theirs[0][differ]!r} in the {second} data")
+    else:
+        detail = (f"num_classes is {mine[1]} in the {first} data and {theirs[1]} in the "
+                  f"{second} data")
+    raise ValueError(
+        f"The {first} and {second} generators given to fit have different classes: "
+        f"{first} class_names={shown(mine[0])}, {second} class_names={shown(theirs[0])}, "
+        f"so {detail}, and the {second} labels would be read wrongly. Build the "
+        f"{second} generator with class_names=train.class_names (for a validation part of "
+        "one table or folder, use validation_split and subset with the same seed).")
+
+
+def check_fit_partners(gen, fit_data):
+    """In `fit` (`fit_data` = its (x, validation_data), or None outside it): raises when
+    `gen` is one of the two and the other, a kerasgen generator too, has other classes."""
+    if fit_data is None:
+        return
+    x, validation = fit_data
+    if gen is x and validation is not None:
+        check_same_classes(gen, validation)
+    elif gen is validation and x is not None:
+        check_same_classes(x, gen)

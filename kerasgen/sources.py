@@ -1,6 +1,8 @@
 """Sources: what the samples are. Folder walks, validation splits and CSV tables."""
 
+import codecs
 import csv
+import io
 import os
 import warnings
 
@@ -10,15 +12,37 @@ from kerasgen import _checks, seeding
 from kerasgen.images import IMAGE_EXTENSIONS, is_image_file
 
 
-def _image_files(folder, follow_links):
+def _image_files(folder, follow_links, visited=None):
     """Every image file under `folder`, recursively, in sorted order; hidden files and
-    folders (names starting with '.') are ignored."""
+    folders (names starting with '.') are ignored.
+
+    With `follow_links`, a folder is entered only once whatever the links leading to it:
+    `visited` holds the real paths of the folders listed so far (shared by the walks of
+    one listing), and a link back to one of them (a loop, or a second way to the same
+    files) is skipped with a warning."""
     found = []
+    if follow_links:
+        visited = set() if visited is None else visited
+        visited.add(os.path.realpath(folder))
     for root, dirs, files in os.walk(folder, followlinks=follow_links):
         dirs[:] = sorted(d for d in dirs if not d.startswith("."))  # .ipynb_checkpoints...
+        if follow_links:
+            dirs[:] = [d for d in dirs if _first_visit(os.path.join(root, d), visited)]
         found.extend(os.path.join(root, f) for f in sorted(files)
                      if is_image_file(f) and not f.startswith("."))
     return found
+
+
+def _first_visit(path, visited):
+    """True the first time the walk meets the real folder `path` leads to."""
+    real = os.path.realpath(path)
+    if real in visited:
+        warnings.warn(f"{path!r} leads to {real!r}, a folder already listed (a loop of "
+                      "symbolic links, or a second link to the same folder): its files "
+                      "are listed once, not again under this path.", stacklevel=6)
+        return False
+    visited.add(real)
+    return True
 
 
 def list_image_folder(directory, class_names=None, classes_required=True,
@@ -69,8 +93,11 @@ def list_image_folder(directory, class_names=None, classes_required=True,
             raise ValueError(_no_images_message(directory))
         return paths, None, None
     paths, class_ids = [], []
+    # a link inside one class folder to the root or to a class folder lists nothing again
+    visited = {os.path.realpath(p) for p in [directory] + [
+        os.path.join(directory, name) for name in class_names]}
     for class_id, name in enumerate(class_names):
-        files = _image_files(os.path.join(directory, name), follow_links)
+        files = _image_files(os.path.join(directory, name), follow_links, visited)
         if not files:
             warnings.warn(f"Class folder {os.path.join(directory, name)!r} holds no "
                           f"images; class {name!r} will have no samples.", stacklevel=3)
@@ -155,7 +182,7 @@ def validation_subset(class_ids, num_samples, validation_split, subset, seed):
 class Table:
     """A CSV file or DataFrame as columns of Python values, with row names for errors."""
 
-    def __init__(self, csv_source):
+    def __init__(self, csv_source, encoding="utf-8"):
         self.path = None
         self.label = None
         if isinstance(csv_source, Table):
@@ -165,6 +192,7 @@ class Table:
             frame = csv_source
             if len(frame) == 0:
                 raise ValueError("The DataFrame passed as `csv` has no rows.")
+            _check_unique([str(c) for c in frame.columns], "The DataFrame passed as `csv`")
             self.columns = {str(c): frame[c].tolist() for c in frame.columns}
             self._rows = list(frame.index)
             self.base_dir = os.getcwd()
@@ -173,17 +201,10 @@ class Table:
             if not os.path.isfile(self.path):
                 raise FileNotFoundError(f"`csv` must be an existing CSV file. Received: "
                                         f"csv={self.path!r} (not found).")
-            with open(self.path, newline="", encoding="utf-8-sig") as f:
-                reader = csv.reader(f)
-                header = next(reader, None)
-                rows = [r for r in reader if any(cell.strip() for cell in r)]
-            if not header or not rows:
-                raise ValueError(f"The CSV file {self.path} is empty: it needs a header "
-                                 "line and at least one row.")
-            header = [h.strip() for h in header]
+            header, rows, lines = _read_csv(self.path, encoding)
             self.columns = {h: [r[k].strip() if k < len(r) else "" for r in rows]
                             for k, h in enumerate(header)}
-            self._rows = list(range(len(rows)))
+            self._rows = lines  # the line each row starts on, for messages
             self.base_dir = os.path.dirname(os.path.abspath(self.path))
         else:
             _checks.fail("csv", "a path to a CSV file or a pandas DataFrame", csv_source,
@@ -210,7 +231,7 @@ class Table:
         if self.label is not None:
             return f"row {self._rows[i] + 1} of {self.label}"
         if self.path is not None:
-            return f"line {self._rows[i] + 2} of {self.path}"
+            return f"line {self._rows[i]} of {self.path}"
         return f"row {self._rows[i]!r} of the DataFrame"
 
     def column(self, name, argument):
@@ -226,6 +247,61 @@ class Table:
         self.columns = {k: [v[i] for i in keep] for k, v in self.columns.items()}
         self._rows = [self._rows[i] for i in keep]
         self.num_rows = len(keep)
+
+
+def _read_csv(path, encoding):
+    """(header, rows, line numbers) of a CSV file. Blank lines are skipped; a row longer
+    than the header (extra cells that would be lost), a column name used twice and
+    bytes that are not text in `encoding` are errors naming the line or column."""
+    try:
+        codec = codecs.lookup(encoding).name
+    except (LookupError, TypeError):
+        _checks.fail("encoding", "a text encoding Python knows ('utf-8', 'latin-1', "
+                     "'cp1252'...)", encoding)
+    with open(path, "rb") as f:
+        data = f.read()
+    try:  # a UTF-8 byte-order mark is not part of the first column's name
+        text = data.decode("utf-8-sig" if codec == "utf-8" else encoding)
+    except UnicodeDecodeError as error:
+        line = data.count(b"\n", 0, error.start) + 1
+        raise ValueError(
+            f"The CSV file {path} is not {encoding!r} text: byte "
+            f"{data[error.start]:#04x} on line {line} cannot be decoded. Pass the file's "
+            f"`encoding` (encoding='latin-1' or 'cp1252' for most Western European "
+            f"files). Received: encoding={encoding!r}."
+        ) from error
+    reader = csv.reader(io.StringIO(text, newline=""))
+    header = next(reader, None)
+    rows, lines, line = [], [], reader.line_num + 1
+    for row in reader:
+        if any(cell.strip() for cell in row):
+            if header and len(row) > len(header) and any(c.strip() for c in row[len(header):]):
+                raise ValueError(
+                    f"Line {line} of {path} has {len(row)} cells, but the header names "
+                    f"{len(header)} columns {[h.strip() for h in header]}: the extra cells "
+                    f"{row[len(header):]} would be lost. Fix that line (a value holding a "
+                    "comma needs quotes: \"a,b\"), or name the extra columns in the header."
+                )
+            rows.append(row)
+            lines.append(line)
+        line = reader.line_num + 1
+    if not header or not rows:
+        raise ValueError(f"The CSV file {path} is empty: it needs a header line and at "
+                         "least one row.")
+    header = [h.strip() for h in header]
+    _check_unique(header, f"The header of {path}")
+    return header, rows, lines
+
+
+def _check_unique(names, where):
+    seen = {}
+    for k, name in enumerate(names):
+        if name in seen:
+            raise ValueError(
+                f"{where} names column {name!r} twice (columns {seen[name] + 1} and "
+                f"{k + 1}), so one of them would be ignored. Give every column its own name."
+            )
+        seen[name] = k
 
 
 def parse_number(value):

@@ -8,7 +8,7 @@ import urllib.parse
 import numpy as np
 
 from kerasgen import _checks, sources
-from kerasgen.generators import ArrayGenerator, CSVGenerator, _csv_labels
+from kerasgen.generators import ArrayGenerator, CSVGenerator, _csv_labels, _rows, _split
 
 
 def read_query(db, query):
@@ -48,8 +48,10 @@ class SQLGenerator:
     default the database's folder) and every CSVGenerator option applies (image_size,
     color_mode, mask_col, cache, on_missing...). `x_col` a list of columns: numeric
     features, one row per sample, as an ArrayGenerator. `y_col` as for CSVGenerator: a
-    label column, or a list of 0/1 or numeric columns. Bad SQL, a query that writes, and
-    missing columns are errors naming the query and the columns it returned.
+    label column, or a list of 0/1 or numeric columns. `validation_split` and `subset`
+    (with `seed`) take a seeded, stratified part of the rows, as for CSVGenerator, with
+    the classes of all rows. Bad SQL, a query that writes, and missing columns are errors
+    naming the query and the columns it returned.
     """
 
     def __new__(cls, db, query, x_col="filename", y_col="label", **kwargs):
@@ -75,7 +77,8 @@ class _SQLFeatures(SQLGenerator, ArrayGenerator):
     def __new__(cls, *args, **kwargs):
         return object.__new__(cls)
 
-    def __init__(self, *args, label_mode="categorical", **kwargs):
+    def __init__(self, *args, label_mode="categorical", validation_split=None, subset=None,
+                 seed=None, class_names=None, num_classes=None, **kwargs):
         if getattr(self, "_sql_ready", False):  # SQLGenerator(...) calls __init__ again
             return
         table, x_col, y_col = args
@@ -93,9 +96,18 @@ class _SQLFeatures(SQLGenerator, ArrayGenerator):
             y_cols = list(y_col) if isinstance(y_col, (list, tuple)) else [y_col]
             for name in y_cols:
                 table.column(name, "y_col")
-            y = _csv_labels(table, y_cols, label_mode, kwargs.pop("label_delimiter", "|"))
+            y = _csv_labels(table, y_cols, label_mode, kwargs.pop("label_delimiter", "|"),
+                            class_names, num_classes)
+        keep, class_names, num_classes = _split(y, len(x), label_mode, class_names,
+                                                num_classes, validation_split, subset, seed,
+                                                table.describe)
+        if keep is not None:
+            table.subset(keep)
+            x, y = x[keep], _rows(y, keep)
         self.table = table
-        ArrayGenerator.__init__(self, x, y, label_mode=label_mode, **kwargs)
+        self.validation_split, self.subset = validation_split, subset
+        ArrayGenerator.__init__(self, x, y, label_mode=label_mode, seed=seed,
+                                class_names=class_names, num_classes=num_classes, **kwargs)
         self._sql_ready = True
 
     def describe_sample(self, index):
