@@ -8,6 +8,7 @@ of workers.
 from kerasgen import augment, callbacks, gpu, samplers, viz
 from kerasgen.base import Generator
 from kerasgen.generators import ArrayGenerator, CSVGenerator, ImageFolderGenerator
+from kerasgen.image_dataset import image_dataset_from_directory
 from kerasgen.inspection import inspect
 from kerasgen.rebalance import class_weights, rebalance
 from kerasgen.sql import SQLGenerator
@@ -26,6 +27,7 @@ __all__ = [
     "callbacks",
     "class_weights",
     "gpu",
+    "image_dataset_from_directory",
     "inspect",
     "rebalance",
     "samplers",

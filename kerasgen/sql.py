@@ -48,7 +48,8 @@ class SQLGenerator:
     default the database's folder) and every CSVGenerator option applies (image_size,
     color_mode, mask_col, cache, on_missing...). `x_col` a list of columns: numeric
     features, one row per sample, as an ArrayGenerator. `y_col` as for CSVGenerator: a
-    label column, or a list of 0/1 or numeric columns. Bad SQL, a query that writes, and
+    label column, or a list of 0/1 or numeric columns; `label_mode` is "int" by default
+    for both kinds, as for the image generators. Bad SQL, a query that writes, and
     missing columns are errors naming the query and the columns it returned.
     """
 
@@ -75,7 +76,7 @@ class _SQLFeatures(SQLGenerator, ArrayGenerator):
     def __new__(cls, *args, **kwargs):
         return object.__new__(cls)
 
-    def __init__(self, *args, label_mode="categorical", **kwargs):
+    def __init__(self, *args, label_mode="int", **kwargs):
         if getattr(self, "_sql_ready", False):  # SQLGenerator(...) calls __init__ again
             return
         table, x_col, y_col = args
