@@ -4,6 +4,8 @@ arguments, workers=0, and a command line that starts without Keras."""
 
 import inspect
 import os
+import subprocess
+import sys
 
 import cv2
 import keras
@@ -12,8 +14,11 @@ import pytest
 import tensorflow as tf
 
 import kerasgen as kg
+from kerasgen.cli import PreviewBatch
 
 from .conftest import write_image
+
+ENV = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
 
 
 def smooth_image(height, width, seed=0):
@@ -332,3 +337,44 @@ def test_workers_and_queue_zero_as_keras_accepts_them(image_folder, kwargs):
     reference = kg.ImageFolderGenerator(image_folder, image_size=(8, 8), batch_size=4, seed=2)
     reference.set_state(gen.get_state())
     np.testing.assert_array_equal(gen[0][0], reference[0][0])
+
+
+# ----------------------------------------------------------------- command line, import
+def test_python_m_kerasgen_help_starts_without_tensorflow():
+    result = subprocess.run([sys.executable, "-m", "kerasgen", "--help"],
+                            capture_output=True, text=True, timeout=60, env=ENV)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.startswith("usage: kerasgen")
+    for command in ("preview", "inspect", "bench"):
+        assert command in result.stdout
+    assert "tensorflow" not in result.stderr.lower() and result.stderr == ""
+    code = ("import sys, kerasgen.cli, kerasgen as kg; kg.inspect, kg.rebalance; "
+            "print(sorted(m for m in ('tensorflow', 'keras') if m in sys.modules))")
+    imported = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                              timeout=60, env=ENV)
+    assert imported.stdout.strip() == "[]", imported.stderr[-2000:]
+
+
+def test_public_names_load_lazily_and_dir_is_exact():
+    assert dir(kg) == sorted(kg.__all__ + ["__version__"])
+    for name in kg.__all__:
+        assert getattr(kg, name) is not None
+    assert kg.ImageFolderGenerator.__module__ == "kerasgen.generators"
+    assert callable(kg.rebalance) and callable(kg.image_dataset_from_directory)
+    with pytest.raises(AttributeError, match="no attribute 'ImageGenerator'"):
+        kg.ImageGenerator
+
+
+def test_preview_batch_is_the_generators_first_batch(image_folder):
+    def jitter(image, rng):
+        return np.clip(image.astype(int) + rng.integers(-20, 20), 0, 255).astype(np.uint8)
+
+    for transform in (None, jitter):
+        preview = PreviewBatch(str(image_folder), (10, 10), 5, 4, transform)
+        gen = kg.ImageFolderGenerator(image_folder, image_size=(10, 10), batch_size=5,
+                                      seed=4, augment=transform, label_mode="int",
+                                      dtype="uint8", verbose=0)
+        x, y = gen[0]
+        np.testing.assert_array_equal(preview.x, x)
+        np.testing.assert_array_equal(preview.y, y)
+        assert preview.class_names == gen.class_names
