@@ -100,7 +100,7 @@ def train_and_report(title, data, epochs, sampler):
           f"({len(train)} batches)")
     keras.utils.set_random_seed(SEED)
     model = build_model(train.num_classes)
-    model.compile("adam", "categorical_crossentropy", metrics=["accuracy"])
+    model.compile("adam", "sparse_categorical_crossentropy", metrics=["accuracy"])
     model.fit(train, epochs=epochs, verbose=0)
     recall = recall_per_class(model, val)
     cells = "  ".join(f"{name}:{r:.2f}" for name, r in recall.items())

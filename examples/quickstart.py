@@ -64,7 +64,7 @@ def main():
 
     keras.utils.set_random_seed(1)
     model = build_model(train.num_classes)
-    model.compile("adam", "categorical_crossentropy", metrics=["accuracy"])
+    model.compile("adam", "sparse_categorical_crossentropy", metrics=["accuracy"])
     model.fit(train, validation_data=val, epochs=args.epochs, verbose=2)
     loss, accuracy = model.evaluate(val, verbose=0)
     print(f"validation accuracy: {accuracy:.3f} ({time.time() - start:.0f} s)")

@@ -3,15 +3,17 @@
 Arrays, image folders, CSV lists and custom datasets, with per-epoch shuffling that is
 reproducible from one seed, label modes and batches that are identical with any number
 of workers.
+
+`import kerasgen` is cheap: each name below is imported on first use (PEP 562), so the
+command line (`kerasgen --help`, `inspect`, `preview`) never starts Keras or TensorFlow.
 """
 
-from kerasgen import augment, callbacks, gpu, samplers, viz
-from kerasgen.base import Generator
-from kerasgen.generators import ArrayGenerator, CSVGenerator, ImageFolderGenerator
-from kerasgen.inspection import inspect
+import importlib
+
+# Imported now, not lazily: `rebalance` is also the name of its module, which the import
+# system would bind in its place if kerasgen.rebalance were first imported by name.
+# It needs only NumPy.
 from kerasgen.rebalance import class_weights, rebalance
-from kerasgen.sql import SQLGenerator
-from kerasgen.tfrecord import TFRecordGenerator
 
 __version__ = "0.1.0"
 
@@ -26,8 +28,42 @@ __all__ = [
     "callbacks",
     "class_weights",
     "gpu",
+    "image_dataset_from_directory",
     "inspect",
     "rebalance",
     "samplers",
     "viz",
 ]
+
+# name -> the module defining it (None: the name is a submodule of kerasgen)
+_WHERE = {
+    "ArrayGenerator": "kerasgen.generators",
+    "CSVGenerator": "kerasgen.generators",
+    "Generator": "kerasgen.base",
+    "ImageFolderGenerator": "kerasgen.generators",
+    "SQLGenerator": "kerasgen.sql",
+    "TFRecordGenerator": "kerasgen.tfrecord",
+    "augment": None,
+    "callbacks": None,
+    "gpu": None,
+    "image_dataset_from_directory": "kerasgen.image_dataset",
+    "inspect": "kerasgen.inspection",
+    "samplers": None,
+    "viz": None,
+}
+
+
+def __getattr__(name):
+    if name not in _WHERE:
+        raise AttributeError(f"module 'kerasgen' has no attribute {name!r}")
+    where = _WHERE[name]
+    if where is None:
+        value = importlib.import_module(f"kerasgen.{name}")
+    else:
+        value = getattr(importlib.import_module(where), name)
+    globals()[name] = value  # later lookups skip this function
+    return value
+
+
+def __dir__():
+    return sorted(__all__ + ["__version__"])

@@ -50,3 +50,70 @@ def fraction(name, value):
             or not 0 < float(value) < 1):
         fail(name, "a float strictly between 0 and 1", value)
     return float(value)
+
+
+_AUGMENT = ("kerasgen has no such argument; pass augment= (an albumentations pipeline or "
+            "fn(image, rng) -> image), or Keras preprocessing layers as batch_augment=")
+_SAVE = ("kerasgen saves no images; kg.viz.show_batch(gen) or `kerasgen preview` draws what "
+         "a generator yields")
+# Names from Keras's ImageDataGenerator, flow_from_directory / flow_from_dataframe,
+# image_dataset_from_directory and imbalanced-learn -> what kerasgen offers for them.
+KNOWN_NAMES = {
+    "target_size": "kerasgen's is image_size=(height, width)",
+    "class_mode": ("kerasgen's is label_mode= (class_mode='sparse' is label_mode='int'; "
+                   "'categorical', 'binary', 'raw' and None keep their names)"),
+    "classes": "kerasgen's is class_names=",
+    "dataframe": "kerasgen's is csv= (kg.CSVGenerator takes a DataFrame or a CSV file path)",
+    "validate_filenames": ("kerasgen always checks that listed files exist "
+                           "(on_missing='raise' or 'skip'); gen.validate() also decodes "
+                           "every file up front"),
+    "weight_col": ("kerasgen reads no weight column; pass "
+                   "sample_weight=df[weight_col].to_numpy()"),
+    "keep_aspect_ratio": "kerasgen's is crop_to_aspect_ratio=True (ImageFolderGenerator)",
+    "save_to_dir": _SAVE, "save_prefix": _SAVE, "save_format": _SAVE,
+    "random_state": "kerasgen's is seed=",
+    "num_parallel_calls": "kerasgen's is decode_threads= (image generators)",
+    "preprocessing_function": "kerasgen's is augment= (a callable fn(image, rng) -> image)",
+    "data_format": ("the generators yield channels-last batches; "
+                    "kg.image_dataset_from_directory(data_format=...) transposes them"),
+    "format": ("kerasgen generators are keras.utils.PyDataset objects, which every Keras "
+               "backend reads"),
+    "keep_sparse": "kerasgen's batches are dense NumPy arrays",
+    "X": "kerasgen's is x= (lower case)",
+    **{name: _AUGMENT for name in (
+        "rotation_range", "width_shift_range", "height_shift_range", "brightness_range",
+        "shear_range", "zoom_range", "channel_shift_range", "fill_mode", "cval",
+        "horizontal_flip", "vertical_flip", "featurewise_center", "samplewise_center",
+        "featurewise_std_normalization", "samplewise_std_normalization", "zca_whitening",
+        "zca_epsilon", "interpolation_order")},
+}
+
+
+def public_name(obj):
+    """The name a user called: the first public class of `obj`'s type (SQLGenerator for
+    its private image and feature variants)."""
+    return next((c.__name__ for c in type(obj).__mro__ if not c.__name__.startswith("_")),
+                type(obj).__name__)
+
+
+def unknown_arguments(obj, unknown):
+    """Raises the TypeError of unknown keyword arguments to `obj`'s constructor, naming
+    its class and, for well-known names of Keras and imbalanced-learn, kerasgen's."""
+    import difflib
+    import inspect
+
+    accepted = sorted({name for cls in type(obj).__mro__ if "__init__" in vars(cls)
+                       for name, p in inspect.signature(cls.__init__).parameters.items()
+                       if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)} - {"self"})
+    hints = []
+    for name in unknown:
+        if name in KNOWN_NAMES:
+            hints.append(f"`{name}`: {KNOWN_NAMES[name]}.")
+        else:
+            close = difflib.get_close_matches(name, accepted, n=1)
+            if close:
+                hints.append(f"`{name}`: did you mean `{close[0]}`?")
+    names = ", ".join(repr(n) for n in unknown)
+    plural = "s" if len(unknown) > 1 else ""
+    raise TypeError(" ".join([f"{public_name(obj)}() got unexpected keyword argument"
+                              f"{plural} {names}."] + hints))

@@ -78,11 +78,18 @@ class Generator(PyDataset):
             worker threads work ahead themselves). 0 turns it off. "auto": 2 for the
             image generators, 0 for arrays and custom subclasses (whose `load_sample`
             may not expect a second thread); at most 256 MiB ahead.
-        workers, use_multiprocessing, max_queue_size: as `keras.utils.PyDataset`'s.
-            With use_multiprocessing=True the generator runs `workers` processes of its
-            own in place of Keras's (started with forkserver, batches handed over in
-            shared memory, up to max_queue_size batches ahead within 256 MiB; see
+        workers, use_multiprocessing, max_queue_size: as `keras.utils.PyDataset`'s, with
+            Keras's meaning: workers=0 (or 1 without processes) makes batches in the
+            training loop's thread, with no queue (use_multiprocessing is then False);
+            max_queue_size=0 leaves the workers' queue unbounded. With
+            use_multiprocessing=True the generator runs `workers` processes of its own
+            in place of Keras's (started with forkserver, batches handed over in shared
+            memory, up to max_queue_size (0: 10) batches ahead within 256 MiB; see
             docs/performance.md).
+
+    An unknown keyword argument is a TypeError naming the generator called; for the
+    names of Keras's ImageDataGenerator and image_dataset_from_directory it says what
+    kerasgen calls them.
     """
 
     rescale = None  # image generators set a factor applied when converting to float
@@ -93,11 +100,15 @@ class Generator(PyDataset):
                  augment=None, batch_augment=None, sampler=None, drop_remainder=False,
                  sample_weight=None, mask_format="ids", features=None, num_shards=None,
                  shard_index=None, stats=False, prefetch=AUTO, workers=1,
-                 use_multiprocessing=False, max_queue_size=10):
+                 use_multiprocessing=False, max_queue_size=10, **unknown):
+        if unknown:
+            _checks.unknown_arguments(self, unknown)
+        workers = _checks.non_negative_int("workers", workers)
         super().__init__(
-            workers=_checks.positive_int("workers", workers),
-            use_multiprocessing=bool(use_multiprocessing),
-            max_queue_size=_checks.positive_int("max_queue_size", max_queue_size),
+            workers=workers,
+            # as Keras reads them: no worker (workers=0) starts no process either
+            use_multiprocessing=bool(use_multiprocessing) and workers > 0,
+            max_queue_size=_checks.non_negative_int("max_queue_size", max_queue_size),
         )
         self.num_samples = _checks.non_negative_int("num_samples", num_samples)
         self.batch_size = _checks.positive_int("batch_size", batch_size)
@@ -430,7 +441,7 @@ class Generator(PyDataset):
         if self.use_multiprocessing:
             if not _workers.can_start():  # a worker (of kerasgen or of Keras's pool)
                 return None
-            return _ahead.WorkAhead(self._make_ahead, max(self.workers, self.max_queue_size),
+            return _ahead.WorkAhead(self._make_ahead, max(self.workers, self.max_queue_size or 10),
                                     submit=self._submit_to_workers)
         if not self.prefetch or self.workers > 1:
             return None

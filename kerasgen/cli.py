@@ -1,9 +1,12 @@
-"""The `kerasgen` command line: `preview`, `inspect` and `bench`.
+"""The `kerasgen` command line: `preview`, `inspect` and `bench` (also `python -m kerasgen`).
 
     kerasgen preview DIR --out preview.png [--augment]
     kerasgen inspect DIR|CSV [--label-mode int|multi_label] [--label-delimiter '|'] [--json]
     kerasgen bench DIR|CSV --image-size 224 --batch-size 32 [--workers N]
                    [--cache none|auto|memory|PATH]
+
+Imports happen inside each command: `--help`, `preview` and `inspect` never import Keras
+(nor TensorFlow, its start-up time and log lines); `bench` runs Keras's own loop.
 """
 
 import argparse
@@ -13,16 +16,46 @@ import sys
 
 def _preview(args):
     from kerasgen import augment, viz
-    from kerasgen.generators import ImageFolderGenerator
 
     transform = augment.typical(args.image_size) if args.augment else None
-    gen = ImageFolderGenerator(args.directory, image_size=(args.image_size,) * 2,
-                               batch_size=args.n, seed=args.seed, augment=transform,
-                               label_mode="int", dtype="uint8", verbose=0)
-    viz.show_batch(gen, n=args.n, path=args.out)
-    print(f"wrote {args.out}: {min(args.n, gen.num_samples)} samples of "
-          f"{gen.num_samples} in {gen.num_classes} classes")
+    batch = PreviewBatch(args.directory, (args.image_size,) * 2, args.n, args.seed,
+                          transform)
+    viz.draw_batch(batch.x, batch.y, batch, args.out, args.n,
+                   title=f"{args.directory}: seed {args.seed}, first batch")
+    print(f"wrote {args.out}: {len(batch.x)} samples of "
+          f"{batch.num_samples} in {len(batch.class_names)} classes")
     return 0
+
+
+class PreviewBatch:
+    """The first batch (x uint8, y int class ids) that
+    ImageFolderGenerator(directory, image_size=image_size, batch_size=n, seed=seed,
+    augment=transform, label_mode="int", dtype="uint8") yields, made without Keras, so
+    that `kerasgen preview` starts in a moment (tests/test_dropin.py checks it equals
+    the generator's): the same listing, epoch-0 order, loader and augmentation draws."""
+
+    label_mode = "int"
+    epoch = 0
+
+    def __init__(self, directory, image_size, n, seed, transform=None):
+        import numpy as np
+
+        from kerasgen import augment, seeding, sources
+        from kerasgen.loader import ImageLoader
+
+        paths, class_ids, self.class_names = sources.list_image_folder(directory)
+        self.num_samples = len(paths)
+        order = seeding.rng(seed, seeding.ORDER, 0).permutation(len(paths))[:n]
+        loader = ImageLoader(paths, image_size, "rgb", "bilinear", verbose=0)
+        augmenter = None if transform is None else augment.SampleAugment(transform)
+        samples = []
+        for position, index in enumerate(order):
+            x = loader.load(int(index))
+            if augmenter is not None:
+                x = augmenter(x, seeding.rng(seed, seeding.AUGMENT, 0, position))
+            samples.append(np.asarray(x, dtype=np.uint8))
+        self.x = np.stack(samples)
+        self.y = class_ids[order].astype("int32")
 
 
 def _inspect(args):

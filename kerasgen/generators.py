@@ -1,5 +1,6 @@
 """The ready-made generators: in-memory arrays, image folders and CSV lists."""
 
+import inspect
 import numbers
 import os
 import time
@@ -7,7 +8,7 @@ import warnings
 
 import numpy as np
 
-from kerasgen import _checks, batching, seeding, sources
+from kerasgen import _checks, batching, images, seeding, sources
 from kerasgen import labels as labels_mod
 from kerasgen import loader as loader_mod
 from kerasgen.base import Generator
@@ -115,7 +116,7 @@ class _ImageFileGenerator(Generator):
 
     def _set_images(self, file_paths, image_size, color_mode, interpolation, rescale,
                     cache="auto", on_error="raise", decode_threads=None, verbose=1,
-                    mask_paths=None, skipped=()):
+                    mask_paths=None, skipped=(), aspect=None):
         if rescale is not None and (isinstance(rescale, bool)
                                     or not isinstance(rescale, numbers.Real)):
             _checks.fail("rescale", "None or a number (1/255, say)", rescale, TypeError)
@@ -124,7 +125,7 @@ class _ImageFileGenerator(Generator):
         self.loader = loader_mod.ImageLoader(
             file_paths, image_size, color_mode, interpolation, cache=cache,
             on_error=on_error, decode_threads=decode_threads, mask_paths=mask_paths,
-            verbose=verbose, skipped=skipped)
+            verbose=verbose, skipped=skipped, aspect=aspect)
 
     def _wire_loader(self):
         """After Generator.__init__: the loader learns what it needs of the generator."""
@@ -259,20 +260,36 @@ class _ImageFileGenerator(Generator):
 class ImageFolderGenerator(_ImageFileGenerator):
     """Images in a folder with one subfolder per class (searched recursively).
 
+    Takes the arguments of Keras's `image_dataset_from_directory` with Keras's meaning
+    (`labels`, `label_mode="int"`, `crop_to_aspect_ratio`, `pad_to_aspect_ratio`, every
+    `interpolation`); `kg.image_dataset_from_directory` is Keras's function itself.
+
     Args:
-        directory: the folder. With label_mode=None and no class subfolders, every image
-            in it is loaded, without labels (inference).
+        directory: the folder.
+        labels: "inferred" (default): the class of an image is its subfolder. None: no
+            labels; every image under `directory` is loaded (batches are `(x,)`). A list
+            or tuple of labels, one per image file in Keras's order (os.walk's folders
+            sorted by path, files sorted by name; see `file_paths`): integer class ids
+            0..n-1 (or below `num_classes`), or class names (sorted to class ids).
+        label_mode: "int" (default, as Keras), "categorical", "binary", "raw" (class
+            ids), "mask" (with `mask_dir`) or None. With labels="inferred" and
+            label_mode=None the class subfolders are still listed (and `class_names`
+            set) when there are some; a folder without subfolders is read flat.
+        class_names: the classes to use, in class-id order; default: the sorted
+            subfolder names. Only with labels="inferred".
         image_size: (height, width) every image is resized to.
         color_mode: "rgb", "rgba" or "grayscale".
-        class_names: the classes to use, in class-id order; default: the sorted
-            subfolder names.
         validation_split, subset: a seeded, stratified split; subset "training" or
             "validation". Generators built with the same seed never overlap and together
-            hold every file.
-        label_mode: "categorical" (default), "int", "binary", "raw" (class ids), "mask"
-            (with `mask_dir`) or None.
+            hold every file. For both at once use `ImageFolderGenerator.split(...)`.
         interpolation: "bilinear" (default, as Keras and tf.data), "area" (better
-            downscaling, about twice the cost), "bicubic", "nearest", "lanczos".
+            downscaling, about twice the cost), "bicubic", "nearest", "lanczos", and
+            Keras's "lanczos3", "lanczos5", "gaussian", "mitchellcubic" (OpenCV's closest
+            method; see docs/image-folder-generator.md).
+        crop_to_aspect_ratio: resize without distortion: cut the largest centred window
+            with the aspect ratio of `image_size` first (Keras's smart_resize).
+        pad_to_aspect_ratio: resize without distortion: fit the whole image and pad it,
+            centred, with black (tf.image.resize_with_pad). Not with crop_to_aspect_ratio.
         rescale: factor applied when converting to a float dtype (1/255, say).
         follow_links: follow symbolic links to folders.
         mask_dir: segmentation (with label_mode="mask"): a folder of masks mirroring
@@ -297,28 +314,51 @@ class ImageFolderGenerator(_ImageFileGenerator):
         **common: see `kg.Generator`.
     """
 
-    def __init__(self, directory, *, image_size=(256, 256), color_mode="rgb",
-                 class_names=None, validation_split=None, subset=None,
-                 label_mode="categorical", interpolation="bilinear", rescale=None,
-                 follow_links=False, cache="auto", on_error="raise", decode_threads=None,
-                 verbose=1, mask_dir=None, seed=None, **common):
+    def __init__(self, directory, *, labels="inferred", label_mode="int", class_names=None,
+                 color_mode="rgb", image_size=(256, 256), validation_split=None,
+                 subset=None, interpolation="bilinear", follow_links=False,
+                 crop_to_aspect_ratio=False, pad_to_aspect_ratio=False, rescale=None,
+                 cache="auto", on_error="raise", decode_threads=None, verbose=1,
+                 mask_dir=None, seed=None, **common):
+        _check_common(self, common)  # before listing a folder that may not exist
+        if subset == "both":
+            raise ValueError(
+                "`subset` must be 'training' or 'validation' for one generator. Received: "
+                "subset='both'. For the (training, validation) pair use "
+                "kg.ImageFolderGenerator.split(directory, validation_split=..., seed=..., "
+                "...) or kg.image_dataset_from_directory(..., subset='both')."
+            )
         if label_mode == "multi_label":
             raise ValueError("label_mode='multi_label' does not apply to a folder of "
                              "classes; use a CSVGenerator with several label columns.")
         if (mask_dir is None) != (label_mode != "mask"):
             raise ValueError("`mask_dir` and label_mode='mask' go together. Received: "
                              f"mask_dir={mask_dir!r}, label_mode={label_mode!r}.")
+        given = _given_labels(labels, class_names, mask_dir)
+        if labels is None:
+            label_mode = None  # as Keras: no labels, no label mode
+        aspect = images.aspect_mode(crop_to_aspect_ratio, pad_to_aspect_ratio)
         listing_started = time.perf_counter()
         if mask_dir is not None:  # segmentation: every image under directory, no classes
             paths = sources.list_image_folder(directory, classes_required=False,
                                               flat=True, follow_links=follow_links)[0]
             class_ids, names = None, class_names
             masks = sources.paired_masks(paths, directory, mask_dir)
+        elif labels is None or given is not None:  # Keras: every image, in its order
+            paths = sources.keras_order(sources.list_image_folder(
+                directory, flat=True, follow_links=follow_links)[0])
+            class_ids, names, masks = None, None, None
+            if given is not None:
+                class_ids, names = _list_labels(given, paths, directory,
+                                                common.get("num_classes"))
+                if label_mode is None:
+                    class_ids = None
         else:
             paths, class_ids, names = sources.list_image_folder(
                 directory, class_names, classes_required=label_mode is not None,
                 follow_links=follow_links)
             masks = None
+        self._files_found = len(paths)  # before the split (Keras prints it)
         keep = sources.validation_subset(class_ids, len(paths), validation_split, subset,
                                          seed)
         if keep is not None:
@@ -327,8 +367,10 @@ class ImageFolderGenerator(_ImageFileGenerator):
             masks = None if masks is None else [masks[i] for i in keep]
         self.directory = os.fspath(directory)
         self.validation_split, self.subset = validation_split, subset
+        self.crop_to_aspect_ratio = bool(crop_to_aspect_ratio)
+        self.pad_to_aspect_ratio = bool(pad_to_aspect_ratio)
         self._set_images(paths, image_size, color_mode, interpolation, rescale, cache,
-                         on_error, decode_threads, verbose, masks)
+                         on_error, decode_threads, verbose, masks, aspect=aspect)
         listing_s = time.perf_counter() - listing_started
         super().__init__(len(paths), labels=class_ids, label_mode=label_mode,
                          class_names=names, seed=seed, **common)
@@ -336,6 +378,99 @@ class ImageFolderGenerator(_ImageFileGenerator):
         self._wire_loader()
         if self._stats is not None:
             self._stats.add("list", listing_s)
+
+    @classmethod
+    def split(cls, directory, *, validation_split, seed, **kwargs):
+        """The (training, validation) pair of one seeded, stratified split, as Keras's
+        `subset="both"` returns it. Both take `kwargs`, except that the validation
+        generator keeps the folder order (shuffle=False) and gets none of the
+        training-only `augment`, `batch_augment`, `sampler` and `drop_remainder`.
+        """
+        if "subset" in kwargs:
+            raise TypeError("ImageFolderGenerator.split() makes both subsets; it takes no "
+                            f"`subset`. Received: subset={kwargs['subset']!r}.")
+        train = cls(directory, validation_split=validation_split, subset="training",
+                    seed=seed, **kwargs)
+        for name in _TRAINING_ONLY:
+            kwargs.pop(name, None)
+        kwargs["shuffle"] = False
+        validation = cls(directory, validation_split=validation_split,
+                         subset="validation", seed=seed, **kwargs)
+        return train, validation
+
+
+_TRAINING_ONLY = ("augment", "batch_augment", "sampler", "drop_remainder")
+
+
+def _check_common(gen, common):
+    """The TypeError of `Generator.__init__` for unknown keyword arguments, raised before
+    the subclass does any work."""
+    known = inspect.signature(Generator.__init__).parameters
+    unknown = {k: v for k, v in common.items() if k not in known}
+    if unknown:
+        _checks.unknown_arguments(gen, unknown)
+
+
+def _given_labels(labels, class_names, mask_dir):
+    """The list of labels given as `labels=` (None for "inferred" or None), checked as
+    Keras checks it."""
+    if isinstance(labels, str) and labels == "inferred" or labels is None:
+        return None
+    if isinstance(labels, np.ndarray) and labels.ndim == 1:
+        labels = labels.tolist()
+    if not isinstance(labels, (list, tuple)):
+        raise ValueError(
+            "`labels` must be 'inferred' (labels from the subfolder names), None (no "
+            "labels) or a list/tuple of labels, one per image file. Received: "
+            f"labels={labels!r}"
+        )
+    if class_names is not None:
+        raise ValueError(
+            "`class_names` goes with labels='inferred' only: with a list of labels the "
+            "classes are the sorted distinct labels. Received: labels=<a list of "
+            f"{len(labels)}> and class_names={class_names!r}"
+        )
+    if mask_dir is not None:
+        raise ValueError("`mask_dir` reads one mask per image; it takes no `labels` list.")
+    return list(labels)
+
+
+def _list_labels(labels, paths, directory, num_classes):
+    """(class ids, class names) of a list of labels given one per file of `paths`."""
+    if len(labels) != len(paths):
+        raise ValueError(
+            f"`labels` must hold one label per image file. Received: {len(labels)} labels "
+            f"for the {len(paths)} image files found in {directory} (in the order of "
+            "gen.file_paths: os.walk's folders sorted by path, files sorted by name)."
+        )
+    numbers_given = [isinstance(v, numbers.Integral) and not isinstance(v, bool)
+                     for v in labels]
+    if all(numbers_given):
+        ids = np.asarray(labels, dtype="int64")
+        distinct = sorted(set(ids.tolist()))
+        if num_classes is not None:
+            return ids, [str(c) for c in range(_checks.positive_int("num_classes",
+                                                                     num_classes))]
+        missing = sorted(set(range(len(distinct))) - set(distinct))
+        if missing:
+            raise ValueError(
+                "Integer `labels` must be class ids 0..n-1, each used. Received: labels "
+                f"{distinct[:10]}{' ...' if len(distinct) > 10 else ''}; no file has "
+                f"class {missing[:10]}. Renumber them, pass num_classes= (classes may then "
+                "have no file), or pass the labels as class names (strings)."
+            )
+        return ids, [str(c) for c in distinct]
+    if all(isinstance(v, str) for v in labels):
+        names = sorted(set(labels))
+        index = {name: k for k, name in enumerate(names)}
+        return np.asarray([index[v] for v in labels], dtype="int64"), names
+    first_is_name = isinstance(labels[0], str)
+    bad = next(i for i, v in enumerate(labels)
+               if isinstance(v, str) != first_is_name or not (first_is_name or numbers_given[i]))
+    raise ValueError(
+        "`labels` must be all integer class ids or all class names (strings). Received: "
+        f"{labels[bad]!r} for {paths[bad]}."
+    )
 
 
 class CSVGenerator(_ImageFileGenerator):
@@ -350,8 +485,8 @@ class CSVGenerator(_ImageFileGenerator):
             the working directory for a DataFrame). When `directory` is given, paths that
             leave it through '..' or an absolute path are refused unless
             allow_outside=True; without it, paths are taken as written.
-        label_mode: "categorical" (default), "int", "binary", "multi_label", "raw", "mask"
-            or None.
+        label_mode: "int" (default, as Keras), "categorical", "binary", "multi_label",
+            "raw", "mask" or None.
         label_delimiter: separates several labels in one cell for "multi_label" ("a|b").
             Under a single-label mode a cell holding it is an error (a forgotten
             "multi_label"); None: no delimiter, one label per cell.
@@ -370,7 +505,7 @@ class CSVGenerator(_ImageFileGenerator):
 
     def __init__(self, csv, *, x_col="filename", y_col="label", directory=None,
                  image_size=(256, 256), color_mode="rgb", class_names=None,
-                 label_mode="categorical", label_delimiter="|", on_missing="raise",
+                 label_mode="int", label_delimiter="|", on_missing="raise",
                  allow_outside=False, interpolation="bilinear", rescale=None, cache="auto",
                  on_error="raise", decode_threads=None, verbose=1, mask_col=None,
                  validation_split=None, subset=None, seed=None, encoding="utf-8",

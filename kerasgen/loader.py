@@ -28,6 +28,7 @@ class ImageLoader:
         file_paths: one image path per sample (or, with `read`, one name per sample, used
             in errors and in `skipped`).
         image_size, color_mode, interpolation: the output (see ImageFolderGenerator).
+        aspect: None, "crop" or "pad": keep the aspect ratio (see `images.resize`).
         cache: "auto", None, "memory" or a file path (see ImageFolderGenerator).
         on_error: "raise" or "skip": an undecodable file is replaced by the first
             decodable file of `stand_ins(index)` -> (candidate indices, what they are
@@ -41,12 +42,13 @@ class ImageLoader:
 
     def __init__(self, file_paths, image_size, color_mode, interpolation, *, cache=None,
                  on_error="raise", decode_threads=None, mask_paths=None, verbose=1,
-                 skipped=(), read=None):
+                 skipped=(), read=None, aspect=None):
         self.file_paths = list(file_paths)
         self.mask_paths = None if mask_paths is None else list(mask_paths)
         self.image_size = _checks.image_size(image_size)
         self.color_mode = images.check_color_mode(color_mode)
         self.interpolation = images.check_interpolation(interpolation)
+        self.aspect = aspect
         self.on_error = _checks.one_of("on_error", on_error, ("raise", "skip"))
         self.decode_threads = (None if decode_threads is None
                                else _checks.positive_int("decode_threads", decode_threads))
@@ -93,7 +95,7 @@ class ImageLoader:
                                          capacity=cache_mod.auto_budget() // row)
         if isinstance(cache, (str, os.PathLike)):
             key = cache_mod.cache_key(self.file_paths, self.sample_shape, self.color_mode,
-                                      self.interpolation)
+                                      images.resize_key(self.interpolation, self.aspect))
             return cache_mod.FileCache(cache, len(self.file_paths), self.sample_shape, key)
         _checks.fail("cache", "'auto', None, 'memory' or a file path", cache, TypeError)
 
@@ -127,7 +129,7 @@ class ImageLoader:
 
     def _decode_into(self, index, out):
         images.resize(self._decoded(index, self.image_size), self.image_size,
-                      self.color_mode, self.interpolation, out)
+                      self.color_mode, self.interpolation, out, self.aspect)
 
     def load(self, index):
         """Sample `index` as a new array."""
@@ -137,7 +139,8 @@ class ImageLoader:
 
     def load_mask(self, index, out=None):
         """The segmentation mask of sample `index` (of the image actually loaded)."""
-        return images.load_mask(self.mask_paths[index], self.image_size, out=out)
+        return images.load_mask(self.mask_paths[index], self.image_size, out=out,
+                                aspect=self.aspect)
 
     def _load_stand_in(self, index, out):
         candidates, group = self.stand_ins(index)

@@ -45,6 +45,13 @@ def _first_visit(path, visited):
     return True
 
 
+def keras_order(paths):
+    """`paths` in the order Keras's image_dataset_from_directory lists a folder without
+    class subfolders (labels=None or a list): os.walk's folders sorted by their path
+    (a string sort: 'a-b' before 'a/x'), then the files of each sorted by name."""
+    return sorted(paths, key=lambda p: (os.path.dirname(p), os.path.basename(p)))
+
+
 def list_image_folder(directory, class_names=None, classes_required=True,
                       follow_links=False, flat=False):
     """Lists an image folder with one subfolder per class.

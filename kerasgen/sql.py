@@ -48,9 +48,10 @@ class SQLGenerator:
     default the database's folder) and every CSVGenerator option applies (image_size,
     color_mode, mask_col, cache, on_missing...). `x_col` a list of columns: numeric
     features, one row per sample, as an ArrayGenerator. `y_col` as for CSVGenerator: a
-    label column, or a list of 0/1 or numeric columns. `validation_split` and `subset`
-    (with `seed`) take a seeded, stratified part of the rows, as for CSVGenerator, with
-    the classes of all rows. Bad SQL, a query that writes, and missing columns are errors
+    label column, or a list of 0/1 or numeric columns; `label_mode` is "int" by default
+    for both kinds, as for the image generators. `validation_split` and `subset` (with
+    `seed`) take a seeded, stratified part of the rows, as for CSVGenerator, with the
+    classes of all rows. Bad SQL, a query that writes, and missing columns are errors
     naming the query and the columns it returned.
     """
 
@@ -77,7 +78,7 @@ class _SQLFeatures(SQLGenerator, ArrayGenerator):
     def __new__(cls, *args, **kwargs):
         return object.__new__(cls)
 
-    def __init__(self, *args, label_mode="categorical", validation_split=None, subset=None,
+    def __init__(self, *args, label_mode="int", validation_split=None, subset=None,
                  seed=None, class_names=None, num_classes=None, **kwargs):
         if getattr(self, "_sql_ready", False):  # SQLGenerator(...) calls __init__ again
             return

@@ -10,7 +10,7 @@ def _import_tensorflow():
         import tensorflow as tf
     except ImportError as error:
         raise ImportError('to_tf_dataset() needs TensorFlow: pip install "kerasgen3[tensorflow]"'
-                          ) from error
+                          " (or pip install tensorflow-cpu)") from error
     return tf
 
 

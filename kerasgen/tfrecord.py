@@ -19,7 +19,8 @@ def _import_example():
         from tensorflow.core.example.example_pb2 import Example
     except ImportError as error:
         raise ImportError('TFRecordGenerator needs TensorFlow: pip install '
-                          '"kerasgen3[tensorflow]"') from error
+                          '"kerasgen3[tensorflow]" (or pip install tensorflow-cpu)'
+                          ) from error
     return Example
 
 
@@ -72,7 +73,7 @@ class TFRecordGenerator(Generator):
             class name), "float" / "int" (numeric features, concatenated in key order
             when there are several). One "image" key, or numeric keys, make x.
         image_size, color_mode, interpolation, rescale: for "image" features.
-        label_mode: "categorical" (default) when there is a "label" feature, else None.
+        label_mode: "int" (default, as Keras) when there is a "label" feature, else None.
         **common: see kg.Generator.
     """
 
@@ -116,7 +117,7 @@ class TFRecordGenerator(Generator):
         if self.label_key is not None or self.numeric_keys:
             labels, self._numeric = self._scan(verbose)
         if label_mode == "auto":
-            label_mode = "categorical" if self.label_key is not None else None
+            label_mode = "int" if self.label_key is not None else None
         self.loader = None
         if self.image_key is not None:
             self.loader = ImageLoader(

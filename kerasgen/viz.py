@@ -42,9 +42,16 @@ def show_batch(gen, n=16, path="preview.png", batch_index=0, columns=None):
     """Writes a grid of the first `n` samples of batch `batch_index` (augmented as
     training sees them) with their class names; masks are overlaid in mask mode.
     Returns `path`."""
-    plt = _pyplot()
     batch = gen[batch_index]
     x, y = batch[0], (batch[1] if len(batch) > 1 else None)
+    return draw_batch(x, y, gen, path, n, columns,
+                      f"{type(gen).__name__}: epoch {gen.epoch}, batch {batch_index}")
+
+
+def draw_batch(x, y, gen, path, n=16, columns=None, title=""):
+    """Writes a grid of the first `n` images of a batch `x` with the captions of `y`;
+    `gen` gives `class_names` and `label_mode`. Returns `path`."""
+    plt = _pyplot()
     if isinstance(x, dict):
         raise ValueError("show_batch draws image batches; this generator yields a dict of "
                          f"inputs ({sorted(x)}).")
@@ -67,8 +74,7 @@ def show_batch(gen, n=16, path="preview.png", batch_index=0, columns=None):
                         interpolation="nearest")
         elif y is not None:
             axis.set_title(_caption(gen, y[k]), fontsize=8)
-    figure.suptitle(f"{type(gen).__name__}: epoch {gen.epoch}, batch {batch_index}",
-                    fontsize=9)
+    figure.suptitle(title, fontsize=9)
     figure.tight_layout()
     figure.savefig(path, dpi=100)
     plt.close(figure)

@@ -59,7 +59,7 @@ def test_augmentation_runs_through_fit(photos):
                                   augment=pipeline(16), rescale=1 / 255)
     model = keras.Sequential([keras.Input((16, 16, 3)), keras.layers.Flatten(),
                               keras.layers.Dense(2, activation="softmax")])
-    model.compile("adam", "categorical_crossentropy")
+    model.compile("adam", "sparse_categorical_crossentropy")
     history = model.fit(gen, epochs=2, verbose=0)
     assert np.isfinite(history.history["loss"]).all()
 
@@ -175,7 +175,7 @@ def test_batch_augment_with_keras_layers_is_seeded(photos):
         "horizontal"))[0][0])
     flip.on_epoch_end()
     assert not np.array_equal(flip[0][0], first)
-    mixed = make(batch_augment=keras.layers.MixUp(alpha=0.4))
+    mixed = make(batch_augment=keras.layers.MixUp(alpha=0.4), label_mode="categorical")
     x, y = mixed[0]
     assert np.allclose(y.sum(axis=1), 1) and ((y > 0) & (y < 1)).any()  # soft labels
     with pytest.raises(ValueError, match="hang in forked worker processes"):

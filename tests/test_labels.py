@@ -96,10 +96,11 @@ def test_nan_in_raw_targets_is_refused():
         first_y(y=np.array([0.0, 1.0, np.nan, 1.0, 0.0, 1.0]))
 
 
-def test_folder_and_csv_default_to_categorical(image_folder, csv_file):
+def test_folder_and_csv_default_to_int_as_keras(image_folder, csv_file):
     folder = kg.ImageFolderGenerator(image_folder, image_size=(4, 4), batch_size=4)
     csv = kg.CSVGenerator(csv_file, image_size=(4, 4), batch_size=4)
     for gen in (folder, csv):
         assert gen.class_names == ["cat", "dog", "fox"]
-        assert gen[0][1].shape == (4, 3)
-        assert gen.label_mode == "categorical"
+        y = gen[0][1]
+        assert y.shape == (4,) and y.dtype == np.int32
+        assert gen.label_mode == "int"

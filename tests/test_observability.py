@@ -119,7 +119,7 @@ def test_sql_generator_images_and_features(database):
     assert isinstance(features, kg.SQLGenerator)
     xf, yf = features[0]
     np.testing.assert_array_equal(xf, [[k, -k] for k in range(5)])
-    assert yf.shape == (5, 3)
+    assert yf.shape == (5,) and yf.dtype == np.int32  # label_mode "int" by default
 
 
 @pytest.mark.parametrize("query,kwargs,match", [

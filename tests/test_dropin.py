@@ -1,0 +1,380 @@
+"""kerasgen as a drop-in for Keras: `kg.image_dataset_from_directory`, Keras's arguments on
+ImageFolderGenerator (labels, aspect ratio, interpolation, subset="both"), unknown keyword
+arguments, workers=0, and a command line that starts without Keras."""
+
+import inspect
+import os
+import subprocess
+import sys
+
+import cv2
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import kerasgen as kg
+from kerasgen.cli import PreviewBatch
+
+from .conftest import write_image
+
+ENV = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
+
+
+def smooth_image(height, width, seed=0):
+    """A photo-like test image: smooth gradients, one sharp square, mild noise."""
+    yy, xx = np.mgrid[0:height, 0:width]
+    image = np.stack([128 + 100 * np.sin(xx / 7.0), 128 + 100 * np.cos(yy / 5.0),
+                      (xx * 3 + yy * 2) % 256], -1)
+    image[height // 3:height // 2, width // 3:width // 2] = 250
+    noise = np.random.default_rng(seed).normal(0, 3, image.shape)
+    return np.clip(image + noise, 0, 255).astype(np.uint8)
+
+
+def write_png(path, image):
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    assert cv2.imwrite(str(path), cv2.cvtColor(image, cv2.COLOR_RGB2BGR))
+
+
+@pytest.fixture
+def pets(tmp_path):
+    """The tutorial's PetImages layout, tiny: Cat and Dog, 10 PNGs each."""
+    root = tmp_path / "PetImages"
+    for c, name in enumerate(["Cat", "Dog"]):
+        for i in range(10):
+            image = np.full((24, 30, 3), 40 + 150 * c, np.uint8)
+            image[:, : 3 + i] = 255 - image[:, : 3 + i]
+            write_png(root / name / f"{i}.png", image)
+    return root
+
+
+# ----------------------------------------------------------------- image_dataset_from_directory
+def test_signature_is_keras_exactly():
+    ours = inspect.signature(kg.image_dataset_from_directory)
+    theirs = inspect.signature(keras.utils.image_dataset_from_directory)
+    assert [(p.name, p.kind, p.default) for p in ours.parameters.values()] == [
+        (p.name, p.kind, p.default) for p in theirs.parameters.values()]
+
+
+def test_keras_tutorial_trains_with_kg_in_place_of_keras_utils(pets, monkeypatch, capsys):
+    """keras-io's "Image classification from scratch", sizes shrunk, calls kept; the
+    tf.data-only lines (.map for augmentation, .prefetch) become the model's layers."""
+    monkeypatch.chdir(pets.parent)
+    image_size = (32, 32)
+    batch_size = 8
+    train_ds, val_ds = kg.image_dataset_from_directory(
+        "PetImages",
+        validation_split=0.2,
+        subset="both",
+        seed=1337,
+        image_size=image_size,
+        batch_size=batch_size,
+    )
+    printed = capsys.readouterr().out
+    assert "Found 20 files belonging to 2 classes." in printed
+    assert "Using 16 files for training." in printed
+    assert "Using 4 files for validation." in printed
+    assert isinstance(train_ds, kg.ImageFolderGenerator)
+    assert train_ds.class_names == val_ds.class_names == ["Cat", "Dog"]
+    assert not set(train_ds.file_paths) & set(val_ds.file_paths)
+    images, labels = train_ds[0]
+    assert images.dtype == np.float32 and images.max() > 1  # 0..255, as Keras's
+    assert labels.dtype == np.int32 and labels.shape == (batch_size,)
+
+    data_augmentation = keras.Sequential([keras.layers.RandomFlip("horizontal"),
+                                          keras.layers.RandomRotation(0.1)])
+
+    def make_model(input_shape, num_classes):
+        inputs = keras.Input(shape=input_shape)
+        x = data_augmentation(inputs)
+        x = keras.layers.Rescaling(1.0 / 255)(x)
+        x = keras.layers.Conv2D(8, 3, strides=2, padding="same")(x)
+        x = keras.layers.BatchNormalization()(x)
+        x = keras.layers.Activation("relu")(x)
+        x = keras.layers.GlobalAveragePooling2D()(x)
+        x = keras.layers.Dropout(0.5)(x)
+        units = 1 if num_classes == 2 else num_classes
+        outputs = keras.layers.Dense(units, activation=None)(x)
+        return keras.Model(inputs, outputs)
+
+    model = make_model(input_shape=image_size + (3,), num_classes=2)
+    model.compile(optimizer=keras.optimizers.Adam(3e-4),
+                  loss=keras.losses.BinaryCrossentropy(from_logits=True),
+                  metrics=[keras.metrics.BinaryAccuracy(name="acc")])
+    history = model.fit(train_ds, epochs=2, validation_data=val_ds, verbose=0)
+    assert len(history.history["val_acc"]) == 2
+    assert np.isfinite(history.history["loss"]).all()
+
+
+def test_same_files_labels_and_pixels_as_keras_without_shuffle(pets):
+    ours = kg.image_dataset_from_directory(pets, image_size=(16, 20), shuffle=False,
+                                           batch_size=20, verbose=False)
+    theirs = keras.utils.image_dataset_from_directory(pets, image_size=(16, 20),
+                                                      shuffle=False, batch_size=20,
+                                                      verbose=False)
+    assert ours.file_paths == theirs.file_paths
+    assert ours.class_names == theirs.class_names
+    x, y = ours[0]
+    tx, ty = next(iter(theirs))
+    np.testing.assert_array_equal(y, ty.numpy())
+    assert np.abs(x - tx.numpy()).mean() < 0.5  # OpenCV's bilinear vs TensorFlow's
+
+
+def test_subset_validation_split_and_seed_checks(pets):
+    train = kg.image_dataset_from_directory(pets, validation_split=0.2, subset="training",
+                                            seed=1, image_size=8, verbose=False)
+    val = kg.image_dataset_from_directory(pets, validation_split=0.2, subset="validation",
+                                          seed=1, image_size=8, verbose=False)
+    assert (train.num_samples, val.num_samples) == (16, 4)
+    assert val.shuffle  # a single subset keeps the caller's shuffle, as Keras's
+    unshuffled = kg.image_dataset_from_directory(pets, validation_split=0.2, shuffle=False,
+                                                 subset="validation", verbose=False)
+    assert unshuffled.num_samples == 4  # Keras needs no seed without shuffling
+    for kwargs, match in [
+        (dict(validation_split=0.2, subset="both"), "`seed` must be given"),
+        (dict(subset="training"), "If `subset` is set, `validation_split` must be set"),
+        (dict(validation_split=0.2), "If `subset` is set, `validation_split` must be set"),
+        (dict(subset="all", validation_split=0.2), "`subset` must be 'training'"),
+        (dict(label_mode="raw"), "`label_mode` must be one of 'int'"),
+        (dict(batch_size=None), "always yield batches"),
+        (dict(format="torch"), "`format` must be 'tf' or 'grain'"),
+        (dict(data_format="channels_middle"), "`data_format` must be"),
+    ]:
+        with pytest.raises(ValueError, match=match):
+            kg.image_dataset_from_directory(pets, verbose=False, **kwargs)
+
+
+def test_data_format_format_and_label_mode_none(pets):
+    first = kg.image_dataset_from_directory(pets, image_size=(6, 7), batch_size=4,
+                                            data_format="channels_first", format="grain",
+                                            verbose=False)
+    x, y = first[0]
+    assert x.shape == (4, 3, 6, 7) and x.flags["C_CONTIGUOUS"]
+    last = kg.image_dataset_from_directory(pets, image_size=(6, 7), batch_size=4,
+                                           seed=first.seed, verbose=False)
+    np.testing.assert_array_equal(np.moveaxis(last[0][0], -1, 1), x)
+    unlabelled = kg.image_dataset_from_directory(pets, label_mode=None, image_size=8,
+                                                 verbose=False)
+    assert len(unlabelled[0]) == 1 and unlabelled.class_names is None
+
+
+# ----------------------------------------------------------------- labels=
+def test_labels_none_and_a_list_follow_kerass_file_order(tmp_path):
+    root = tmp_path / "d"
+    # 'a-b' sorts before 'a/x' as a path string (Keras's order), after it depth-first
+    for rel in ["top.png", "a/1.png", "a/x/2.png", "a-b/3.png", "b/4.png"]:
+        write_image(str(root / rel), seed=len(rel))
+    theirs = keras.utils.image_dataset_from_directory(root, labels=None, shuffle=False,
+                                                      image_size=(4, 4), verbose=False)
+    flat = kg.ImageFolderGenerator(root, labels=None, shuffle=False, image_size=(4, 4),
+                                   batch_size=8)
+    assert flat.file_paths == theirs.file_paths
+    assert flat.label_mode is None and len(flat[0]) == 1
+    listed = kg.ImageFolderGenerator(root, labels=[0, 1, 1, 2, 0], shuffle=False,
+                                     image_size=(4, 4), batch_size=8)
+    assert listed.class_names == ["0", "1", "2"]
+    assert listed[0][1].tolist() == [0, 1, 1, 2, 0]
+    named = kg.ImageFolderGenerator(root, labels=("dog", "cat", "cat", "eel", "dog"),
+                                    label_mode="categorical", shuffle=False,
+                                    image_size=(4, 4), batch_size=8)
+    assert named.class_names == ["cat", "dog", "eel"]
+    assert named[0][1].argmax(1).tolist() == [1, 0, 0, 2, 1]
+    wide = kg.ImageFolderGenerator(root, labels=[0, 3, 3, 0, 0], num_classes=4,
+                                   image_size=(4, 4))
+    assert wide.num_classes == 4
+
+
+@pytest.mark.parametrize("kwargs,match", [
+    (dict(labels=[0, 1]), r"one label per image file. Received: 2 labels for the 5"),
+    (dict(labels=[0, 2, 2, 0, 0]), r"no file has class \[1\]"),
+    (dict(labels=[0, "cat", 1, 0, 0]), "all integer class ids or all class names"),
+    (dict(labels="folders"), "`labels` must be 'inferred'"),
+    (dict(labels=[0, 1, 1, 0, 0], class_names=["a", "b"]), "`class_names` goes with"),
+    (dict(subset="both", validation_split=0.2, seed=1), r"ImageFolderGenerator\.split"),
+    (dict(crop_to_aspect_ratio=True, pad_to_aspect_ratio=True), "Only one of"),
+])
+def test_keras_argument_errors(tmp_path, kwargs, match):
+    for i, rel in enumerate(["a/1.png", "a/2.png", "b/3.png", "b/4.png", "b/5.png"]):
+        write_image(str(tmp_path / rel), seed=i)
+    with pytest.raises(ValueError, match=match):
+        kg.ImageFolderGenerator(tmp_path, image_size=(4, 4), **kwargs)
+
+
+def test_split_returns_the_pair(image_folder):
+    def flip(image, rng):
+        return image[:, ::-1]
+
+    train, val = kg.ImageFolderGenerator.split(image_folder, validation_split=0.25, seed=3,
+                                               image_size=(6, 6), augment=flip,
+                                               drop_remainder=True, batch_size=2)
+    assert train.subset == "training" and val.subset == "validation"
+    assert not set(train.file_paths) & set(val.file_paths)
+    assert len(train.file_paths) + len(val.file_paths) == 12
+    assert train.augment is flip and train.drop_remainder and train.shuffle
+    assert val.augment is None and not val.drop_remainder and not val.shuffle
+    alone = kg.ImageFolderGenerator(image_folder, validation_split=0.25, seed=3,
+                                    subset="validation", image_size=(6, 6))
+    assert alone.file_paths == val.file_paths
+    with pytest.raises(TypeError, match="takes no `subset`"):
+        kg.ImageFolderGenerator.split(image_folder, validation_split=0.25, seed=3,
+                                      subset="training")
+
+
+# ----------------------------------------------------------------- resizing as Keras
+@pytest.mark.parametrize("size", [(30, 40), (45, 37), (100, 130)])
+@pytest.mark.parametrize("interpolation", ["bilinear", "nearest", "bicubic", "area",
+                                           "lanczos3", "lanczos5", "gaussian",
+                                           "mitchellcubic"])
+def test_every_keras_interpolation_is_close_to_tensorflows(tmp_path, interpolation, size):
+    """Mean absolute difference under 1 (of 255) from tf.image.resize (clipped to 0..255,
+    as uint8 images are): see the mapping in docs/image-folder-generator.md."""
+    image = smooth_image(60, 80)
+    write_png(tmp_path / "c" / "0.png", image)
+    gen = kg.ImageFolderGenerator(tmp_path, image_size=size, interpolation=interpolation,
+                                  cache=None)
+    ours = gen[0][0][0]
+    theirs = np.clip(tf.image.resize(image, size, method=interpolation).numpy(), 0, 255)
+    assert np.abs(ours - theirs).mean() < 1.0
+
+
+def test_interpolation_names_are_case_insensitive_as_keras(image_folder):
+    gen = kg.ImageFolderGenerator(image_folder, image_size=(4, 4), interpolation="Lanczos3")
+    assert gen.interpolation == "lanczos3"
+
+
+@pytest.mark.parametrize("flag", ["crop_to_aspect_ratio", "pad_to_aspect_ratio"])
+@pytest.mark.parametrize("shape,size", [((60, 80), (30, 30)), ((80, 50), (24, 40)),
+                                        ((33, 91), (40, 30))])
+def test_aspect_ratio_matches_keras(tmp_path, flag, shape, size):
+    image = smooth_image(*shape)
+    write_png(tmp_path / "c" / "0.png", image)
+    ours = kg.image_dataset_from_directory(tmp_path, image_size=size, verbose=False,
+                                           **{flag: True})[0][0][0]
+    theirs = next(iter(keras.utils.image_dataset_from_directory(
+        tmp_path, image_size=size, verbose=False, **{flag: True})))[0][0].numpy()
+    assert np.abs(ours - np.clip(theirs, 0, 255)).mean() < 1.0
+    if flag == "pad_to_aspect_ratio":  # the same black bars, to the pixel
+        np.testing.assert_array_equal(ours.sum(-1) == 0, theirs.sum(-1) == 0)
+
+
+def test_crop_and_pad_geometry(tmp_path):
+    image = np.zeros((20, 60, 3), np.uint8)
+    image[:, 20:40] = 200  # the centre third is grey, the sides black
+    write_png(tmp_path / "c" / "0.png", image)
+    crop = kg.ImageFolderGenerator(tmp_path, image_size=(10, 10), crop_to_aspect_ratio=True,
+                                   dtype="uint8")[0][0][0]
+    assert (crop == 200).all()  # only the centre square is kept
+    pad = kg.ImageFolderGenerator(tmp_path, image_size=(30, 30), pad_to_aspect_ratio=True,
+                                  dtype="uint8", interpolation="nearest")[0][0][0]
+    assert (pad[:10] == 0).all() and (pad[20:] == 0).all()  # bars above and below
+    assert (pad[10:20, 10:20] == 200).all()
+
+
+# ----------------------------------------------------------------- unknown arguments
+@pytest.mark.parametrize("call,match", [
+    (lambda d, c: kg.ImageFolderGenerator(d, target_size=(8, 8)),
+     r"^ImageFolderGenerator\(\) got unexpected keyword argument 'target_size'\. "
+     r"`target_size`: kerasgen's is image_size=\(height, width\)"),
+    (lambda d, c: kg.ImageFolderGenerator(os.path.join(d, "not-there"), target_size=8),
+     r"^ImageFolderGenerator\(\) got unexpected keyword argument 'target_size'"),
+    (lambda d, c: kg.ImageFolderGenerator(d, class_mode="sparse"),
+     r"class_mode='sparse' is label_mode='int'"),
+    (lambda d, c: kg.ImageFolderGenerator(d, classes=["cat"]), "kerasgen's is class_names="),
+    (lambda d, c: kg.CSVGenerator(c, dataframe=None), r"^CSVGenerator\(\).*kerasgen's is csv="),
+    (lambda d, c: kg.CSVGenerator(c, validate_filenames=False),
+     "kerasgen always checks that listed files exist"),
+    (lambda d, c: kg.CSVGenerator(c, weight_col="weight"),
+     r"kerasgen reads no weight column; pass sample_weight="),
+    (lambda d, c: kg.CSVGenerator(c, horizontal_flip=True, zoom_range=0.1),
+     r"arguments 'horizontal_flip', 'zoom_range'.*augment="),
+    (lambda d, c: kg.ArrayGenerator(np.zeros((4, 2)), batchsize=2),
+     r"^ArrayGenerator\(\) got .*did you mean `batch_size`\?"),
+    (lambda d, c: kg.SQLGenerator(os.path.join(d, "db.sqlite"),
+                                   "SELECT filename, label FROM t", random_state=0),
+     r"^SQLGenerator\(\) got .*kerasgen's is seed="),
+    (lambda d, c: kg.ImageFolderGenerator(d, format="tf"), "every Keras backend reads"),
+])
+def test_unknown_keyword_names_the_generator_and_kerasgens_name(image_folder, csv_file,
+                                                                  call, match):
+    import sqlite3
+
+    db = os.path.join(image_folder, "db.sqlite")
+    with sqlite3.connect(db) as connection:
+        connection.execute("CREATE TABLE IF NOT EXISTS t (filename TEXT, label TEXT)")
+        connection.execute("INSERT INTO t VALUES ('cat/cat_0.png', 'cat')")
+    with pytest.raises(TypeError, match=match):
+        call(str(image_folder), csv_file)
+
+
+def test_unknown_keyword_in_a_custom_subclass():
+    class Records(kg.Generator):
+        def __init__(self, n, **kwargs):
+            super().__init__(num_samples=n, **kwargs)
+
+        def load_sample(self, index):
+            return np.zeros(2)
+
+    with pytest.raises(TypeError, match=r"^Records\(\) got unexpected keyword argument "
+                                        r"'suffle'\. `suffle`: did you mean `shuffle`\?"):
+        Records(3, suffle=True)
+
+
+# ----------------------------------------------------------------- workers=0, queue=0
+@pytest.mark.parametrize("kwargs", [dict(workers=0), dict(workers=0, use_multiprocessing=True),
+                                    dict(workers=2, max_queue_size=0)],
+                         ids=["workers=0", "workers=0-processes", "max_queue_size=0"])
+def test_workers_and_queue_zero_as_keras_accepts_them(image_folder, kwargs):
+    gen = kg.ImageFolderGenerator(image_folder, image_size=(8, 8), batch_size=4, seed=2,
+                                  **kwargs)
+    assert gen.workers == kwargs["workers"]
+    assert gen.max_queue_size == kwargs.get("max_queue_size", 10)
+    assert not gen.use_multiprocessing or gen.workers > 0  # no worker, no process
+    model = keras.Sequential([keras.Input((8, 8, 3)), keras.layers.Flatten(),
+                              keras.layers.Dense(3)])
+    model.compile("sgd", keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    history = model.fit(gen, epochs=2, verbose=0)
+    assert np.isfinite(history.history["loss"]).all() and gen.epoch == 2
+    reference = kg.ImageFolderGenerator(image_folder, image_size=(8, 8), batch_size=4, seed=2)
+    reference.set_state(gen.get_state())
+    np.testing.assert_array_equal(gen[0][0], reference[0][0])
+
+
+# ----------------------------------------------------------------- command line, import
+def test_python_m_kerasgen_help_starts_without_tensorflow():
+    result = subprocess.run([sys.executable, "-m", "kerasgen", "--help"],
+                            capture_output=True, text=True, timeout=60, env=ENV)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.startswith("usage: kerasgen")
+    for command in ("preview", "inspect", "bench"):
+        assert command in result.stdout
+    assert "tensorflow" not in result.stderr.lower() and result.stderr == ""
+    code = ("import sys, kerasgen.cli, kerasgen as kg; kg.inspect, kg.rebalance; "
+            "print(sorted(m for m in ('tensorflow', 'keras') if m in sys.modules))")
+    imported = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                              timeout=60, env=ENV)
+    assert imported.stdout.strip() == "[]", imported.stderr[-2000:]
+
+
+def test_public_names_load_lazily_and_dir_is_exact():
+    assert dir(kg) == sorted(kg.__all__ + ["__version__"])
+    for name in kg.__all__:
+        assert getattr(kg, name) is not None
+    assert kg.ImageFolderGenerator.__module__ == "kerasgen.generators"
+    assert callable(kg.rebalance) and callable(kg.image_dataset_from_directory)
+    with pytest.raises(AttributeError, match="no attribute 'ImageGenerator'"):
+        kg.ImageGenerator
+
+
+def test_preview_batch_is_the_generators_first_batch(image_folder):
+    def jitter(image, rng):
+        return np.clip(image.astype(int) + rng.integers(-20, 20), 0, 255).astype(np.uint8)
+
+    for transform in (None, jitter):
+        preview = PreviewBatch(str(image_folder), (10, 10), 5, 4, transform)
+        gen = kg.ImageFolderGenerator(image_folder, image_size=(10, 10), batch_size=5,
+                                      seed=4, augment=transform, label_mode="int",
+                                      dtype="uint8", verbose=0)
+        x, y = gen[0]
+        np.testing.assert_array_equal(preview.x, x)
+        np.testing.assert_array_equal(preview.y, y)
+        assert preview.class_names == gen.class_names
