@@ -1,8 +1,8 @@
-"""Pipeline stats, `kerasgen inspect` / `bench`, SQLGenerator and TFRecordGenerator."""
+"""Pipeline stats, `kerasgen inspect` / `bench` and TFRecordGenerator (SQLGenerator:
+test_sql.py)."""
 
 import json
 import os
-import sqlite3
 import subprocess
 import sys
 
@@ -91,52 +91,6 @@ def test_bench_prints_images_per_second_and_stages(image_folder):
     assert report["epochs"][0]["stages_s"]["decode"] > 0
     plain = cli("bench", image_folder, "--image-size", 16, "--epochs", 1)
     assert "images/s" in plain.stdout and "decode" in plain.stdout
-
-
-@pytest.fixture
-def database(tmp_path, image_folder):
-    path = tmp_path / "data.db"
-    with sqlite3.connect(path) as db:
-        db.execute("CREATE TABLE samples (path TEXT, label TEXT, a REAL, b REAL)")
-        rows = []
-        for name in ("cat", "dog", "fox"):
-            for p in sorted((image_folder / name).rglob("*.png")):
-                rows.append((str(p), name, len(rows) * 1.0, -len(rows) * 1.0))
-        db.executemany("INSERT INTO samples VALUES (?, ?, ?, ?)", rows)
-    return path
-
-
-def test_sql_generator_images_and_features(database):
-    images = kg.SQLGenerator(database, "SELECT path, label FROM samples ORDER BY rowid",
-                             x_col="path", y_col="label", image_size=(8, 8), shuffle=False,
-                             batch_size=16, label_mode="int")
-    assert isinstance(images, kg.SQLGenerator) and isinstance(images, kg.CSVGenerator)
-    x, y = images[0]
-    assert x.shape == (7, 8, 8, 3) and images.class_names == ["cat", "dog", "fox"]
-    assert y.tolist() == images.labels.tolist()
-    features = kg.SQLGenerator(database, "SELECT a, b, label FROM samples WHERE a < 5",
-                               x_col=["a", "b"], y_col="label", batch_size=8, shuffle=False)
-    assert isinstance(features, kg.SQLGenerator)
-    xf, yf = features[0]
-    np.testing.assert_array_equal(xf, [[k, -k] for k in range(5)])
-    assert yf.shape == (5,) and yf.dtype == np.int32  # label_mode "int" by default
-
-
-@pytest.mark.parametrize("query,kwargs,match", [
-    ("SELEC path FROM samples", {}, "The SQL query failed.*syntax error"),
-    ("SELECT path FROM nowhere", {}, "no such table: nowhere"),
-    ("DELETE FROM samples", {}, "readonly|not a SELECT"),
-    ("SELECT path, label FROM samples WHERE 0", {}, "returned no rows"),
-    ("SELECT path, label FROM samples", {"x_col": "file"},
-     r"`x_col` must name a column of the query result.*\['path', 'label'\]"),
-    ("SELECT a, label FROM samples", {"x_col": ["a", "c"]}, "`x_col` must name a column"),
-])
-def test_sql_errors(database, query, kwargs, match):
-    kwargs = {"x_col": "path", **kwargs}
-    with pytest.raises(ValueError, match=match):
-        kg.SQLGenerator(database, query, **kwargs)
-    with sqlite3.connect(database) as db:  # nothing was written
-        assert db.execute("SELECT COUNT(*) FROM samples").fetchone()[0] == 7
 
 
 @pytest.fixture
