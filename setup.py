@@ -15,11 +15,12 @@ EXTRAS = {
     "gpu": ["numba>=0.59"],
     "viz": ["matplotlib>=3.7"],
     "progress": ["tqdm>=4.60"],
+    "tfrecord": TENSORFLOW + ["google-crc32c>=1.5"],  # TFRecordGenerator checks CRC32Cs
 }
 EXTRAS["demo"] = TENSORFLOW + ["scikit-learn>=1.3"]
 EXTRAS["test"] = sorted(set(
     EXTRAS["demo"] + EXTRAS["pandas"] + EXTRAS["augment"] + EXTRAS["viz"]
-    + EXTRAS["progress"] + EXTRAS["gpu"] + EXTRAS["imbalance"]
+    + EXTRAS["progress"] + EXTRAS["gpu"] + EXTRAS["imbalance"] + EXTRAS["tfrecord"]
     # the peers the tests compare with, and tools the tests use
     + ["imbalanced-learn>=0.12", "cloudpickle>=2", "pytest>=7", "pytest-timeout>=2",
        "pillow>=9"]))

@@ -11,8 +11,54 @@ from kerasgen import _checks, sources
 from kerasgen.generators import ArrayGenerator, CSVGenerator, _csv_labels, _rows, _split
 
 
+# What one read-only SELECT (joins, CTEs, subqueries, views, functions) asks SQLite's
+# authorizer for; anything else (ATTACH, which VACUUM INTO also does, DETACH, PRAGMA,
+# writes, DDL, transactions) is denied before it runs.
+ALLOWED = ("SQLITE_SELECT", "SQLITE_READ", "SQLITE_FUNCTION", "SQLITE_RECURSIVE")
+ACTIONS = (
+    "SQLITE_CREATE_INDEX", "SQLITE_CREATE_TABLE", "SQLITE_CREATE_TEMP_INDEX",
+    "SQLITE_CREATE_TEMP_TABLE", "SQLITE_CREATE_TEMP_TRIGGER", "SQLITE_CREATE_TEMP_VIEW",
+    "SQLITE_CREATE_TRIGGER", "SQLITE_CREATE_VIEW", "SQLITE_DELETE", "SQLITE_DROP_INDEX",
+    "SQLITE_DROP_TABLE", "SQLITE_DROP_TEMP_INDEX", "SQLITE_DROP_TEMP_TABLE",
+    "SQLITE_DROP_TEMP_TRIGGER", "SQLITE_DROP_TEMP_VIEW", "SQLITE_DROP_TRIGGER",
+    "SQLITE_DROP_VIEW", "SQLITE_INSERT", "SQLITE_PRAGMA", "SQLITE_READ", "SQLITE_SELECT",
+    "SQLITE_TRANSACTION", "SQLITE_UPDATE", "SQLITE_ATTACH", "SQLITE_DETACH",
+    "SQLITE_ALTER_TABLE", "SQLITE_REINDEX", "SQLITE_ANALYZE", "SQLITE_CREATE_VTABLE",
+    "SQLITE_DROP_VTABLE", "SQLITE_FUNCTION", "SQLITE_SAVEPOINT", "SQLITE_RECURSIVE")
+ACTION_NAMES = {getattr(sqlite3, name): name[len("SQLITE_"):] for name in ACTIONS
+                if hasattr(sqlite3, name)}
+ALLOWED_CODES = {getattr(sqlite3, name) for name in ALLOWED if hasattr(sqlite3, name)}
+# Preparing a SELECT from a table-valued function (json_each, ...) asks to UPDATE the
+# schema table while SQLite declares it; SQLITE_IGNORE leaves such a column unchanged.
+SCHEMA_TABLES = ("sqlite_master", "sqlite_temp_master", "sqlite_schema",
+                 "sqlite_temp_schema")
+
+
+def _read_only(denied):
+    """An authorizer for `Connection.set_authorizer` that allows what a SELECT reads and
+    appends what it denies to `denied`."""
+    def authorize(action, arg1, arg2, db_name, trigger):
+        if action in ALLOWED_CODES:
+            return sqlite3.SQLITE_OK
+        if action == sqlite3.SQLITE_UPDATE and arg1 in SCHEMA_TABLES:
+            return sqlite3.SQLITE_IGNORE  # never a change
+        what = ACTION_NAMES.get(action, f"action {action}")
+        if action == sqlite3.SQLITE_PRAGMA:
+            what += f" {arg1}" + (f" = {arg2}" if arg2 is not None else "")
+        else:
+            what += "".join(f" {a!r}" for a in (arg1, arg2) if a is not None)
+        denied.append(what)
+        return sqlite3.SQLITE_DENY
+    return authorize
+
+
 def read_query(db, query):
-    """Runs `query` once on the SQLite file `db`, opened read-only; returns a Table."""
+    """Runs `query` once on the SQLite file `db`; returns a Table.
+
+    Nothing on disk can change: the file is opened read-only (URI mode=ro), with
+    `PRAGMA query_only`, and an authorizer allows only what a SELECT needs, so ATTACH
+    (and VACUUM INTO, which attaches its target), PRAGMA and every write or schema change
+    are refused before they run, naming what was denied."""
     if not isinstance(query, str) or not query.strip():
         _checks.fail("query", "a non-empty SQL string", query, TypeError)
     path = os.fspath(db)
@@ -20,8 +66,12 @@ def read_query(db, query):
         raise FileNotFoundError(f"`db` must be an existing SQLite file. Received: "
                                 f"db={path!r} (not found).")
     uri = f"file:{urllib.parse.quote(os.path.abspath(path))}?mode=ro"
-    connection = sqlite3.connect(uri, uri=True)
+    # isolation_level=None: the sqlite3 module issues no BEGIN of its own
+    connection = sqlite3.connect(uri, uri=True, isolation_level=None)
+    denied = []
     try:
+        connection.execute("PRAGMA query_only = ON")
+        connection.set_authorizer(_read_only(denied))
         cursor = connection.execute(query)
         if cursor.description is None:
             raise ValueError(f"The SQL query returns no rows (it is not a SELECT). "
@@ -29,8 +79,15 @@ def read_query(db, query):
         names = [d[0] for d in cursor.description]
         rows = cursor.fetchall()
     except sqlite3.Error as error:
-        raise ValueError(f"The SQL query failed on {path}: {error}. Received: "
-                         f"query={query!r}") from error
+        if denied:
+            raise ValueError(
+                f"The SQL query was refused: it asks SQLite for "
+                f"{', '.join(dict.fromkeys(denied))}, and "
+                f"SQLGenerator runs one read-only SELECT on {path} (no ATTACH, VACUUM, "
+                f"PRAGMA, writes or schema changes). Received: query={query!r}"
+            ) from error
+        raise ValueError(f"The SQL query failed on {path}: {str(error).rstrip('.')}. "
+                         f"Received: query={query!r}") from error
     finally:
         connection.close()
     if not rows:
@@ -51,8 +108,10 @@ class SQLGenerator:
     label column, or a list of 0/1 or numeric columns; `label_mode` is "int" by default
     for both kinds, as for the image generators. `validation_split` and `subset` (with
     `seed`) take a seeded, stratified part of the rows, as for CSVGenerator, with the
-    classes of all rows. Bad SQL, a query that writes, and missing columns are errors
-    naming the query and the columns it returned.
+    classes of all rows. Bad SQL, missing columns, and a query that would write, ATTACH,
+    VACUUM or PRAGMA are errors naming the query (and what SQLite was asked for, or the
+    columns it returned); such a query is refused before it runs, so no file is created
+    or changed.
     """
 
     def __new__(cls, db, query, x_col="filename", y_col="label", **kwargs):

@@ -6,72 +6,127 @@ import threading
 
 import numpy as np
 
+try:
+    import google_crc32c
+except ImportError:  # named with the pip command in TFRecordGenerator(...)
+    google_crc32c = None
+
 from kerasgen import _checks, images
 from kerasgen.base import Generator
 from kerasgen.loader import ImageLoader
 from kerasgen.progress import progress
 
 KINDS = ("image", "label", "float", "int")
+# The tf.train.Feature lists each kind reads; anything else is an error, never a cast.
+LISTS = {"image": ("bytes_list",), "label": ("int64_list", "bytes_list"),
+         "float": ("float_list",), "int": ("int64_list",)}
+A_LIST = {"bytes_list": "a bytes_list", "int64_list": "an int64_list",
+          "float_list": "a float_list"}
+SUGGEST = {"bytes_list": "'image' (encoded image bytes) or 'label' (class names)",
+           "int64_list": "'int' (or 'label' for one class id)", "float_list": "'float'"}
+PIP = 'pip install "kerasgen3[tfrecord]"'
+FLOAT32_EXACT = 2 ** 24  # larger integers are rounded in float32 batches
 
 
 def _import_example():
     try:
         from tensorflow.core.example.example_pb2 import Example
     except ImportError as error:
-        raise ImportError('TFRecordGenerator needs TensorFlow: pip install '
-                          '"kerasgen3[tensorflow]" (or pip install tensorflow-cpu)'
-                          ) from error
+        raise ImportError(f"TFRecordGenerator needs TensorFlow: {PIP} (or pip install "
+                          "tensorflow-cpu)") from error
+    if google_crc32c is None:
+        raise ImportError(f"TFRecordGenerator checks each record's CRC32C with the "
+                          f"google-crc32c package: {PIP} (or pip install google-crc32c)")
     return Example
 
 
+def masked_crc(data):
+    """The masked CRC32C that TFRecord files store after a record's length and data."""
+    crc = google_crc32c.value(data)
+    return (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF
+
+
 def index_records(paths, verbose=1):
-    """[(file number, data offset, length)] of every record, reading only the headers."""
+    """[(file number, data offset, length, record number in the file)] of every record,
+    reading only the 12-byte headers; the CRC of each length is checked here, before the
+    length is trusted."""
     index = []
     for number, path in enumerate(progress(paths, "Indexing TFRecord files", len(paths),
                                            verbose)):
         size = os.path.getsize(path)
         with open(path, "rb") as f:
-            offset = 0
+            offset = record = 0
             while offset < size:
                 header = f.read(12)
                 if len(header) < 12:
-                    raise ValueError(f"{path} is truncated: an incomplete record header at "
-                                     f"byte {offset}.")
-                (length,) = struct.unpack("<Q", header[:8])
+                    raise ValueError(f"{path} is truncated: an incomplete header of record "
+                                     f"{record} at byte {offset}.")
+                (length,), (stored,) = struct.unpack("<Q", header[:8]), \
+                    struct.unpack("<I", header[8:])
+                if masked_crc(header[:8]) != stored:
+                    raise ValueError(
+                        f"{path} is corrupt: the length of record {record} (at byte "
+                        f"{offset}) fails its CRC32C check. Rewrite the file, or restore "
+                        f"an intact copy.")
                 data_offset = offset + 12
                 offset = data_offset + length + 4
                 if offset > size:
-                    raise ValueError(f"{path} is truncated: the record at byte "
+                    raise ValueError(f"{path} is truncated: record {record} at byte "
                                      f"{data_offset - 12} claims {length} bytes.")
-                index.append((number, data_offset, length))
+                index.append((number, data_offset, length, record))
+                record += 1
                 f.seek(offset)
     return index
 
 
-def _value(feature, kind):
+def _value(feature, kind, key, describe):
+    """The value(s) of `feature` read as `kind`, or a ValueError naming the feature, the
+    kind asked for and the list the record holds (`describe()` says which record)."""
     which = feature.WhichOneof("kind")
-    values = getattr(feature, which).value if which else []
-    if kind == "image":
-        return values[0] if values else b""
-    if kind == "label":
-        value = values[0] if len(values) else None
-        return value.decode() if isinstance(value, bytes) else value
-    return np.asarray(list(values), dtype="float32" if kind == "float" else "int64")
+    values = getattr(feature, which).value if which else ()
+    if which is not None and which not in LISTS[kind]:
+        hint = (f"Declare it {SUGGEST[which]}." if kind != "label" else
+                "A label is one class id (int64_list) or one class name (bytes_list).")
+        raise ValueError(
+            f"`features[{key!r}]` is {kind!r}, which reads {' or '.join(LISTS[kind])}, "
+            f"but feature {key!r} of {describe()} is {A_LIST[which]}. {hint}")
+    if kind in ("image", "label"):
+        if len(values) != 1:
+            raise ValueError(
+                f"`features[{key!r}]` is {kind!r}, which takes one value per record, but "
+                f"feature {key!r} of {describe()} holds {len(values)}.")
+        value = values[0]
+        return value.decode() if kind == "label" and isinstance(value, bytes) else value
+    if kind == "float":
+        return np.asarray(values, dtype="float32")
+    ints = np.asarray(values, dtype="int64")
+    inexact = (ints > FLOAT32_EXACT) | (ints < -FLOAT32_EXACT)
+    if inexact.any():
+        raise ValueError(
+            f"Feature {key!r} of {describe()} holds {int(ints[inexact.argmax()])}: numeric "
+            f"features are float32 in batches, which hold integers exactly only up to "
+            f"2**24. Leave the feature out of `features`, or scale it.")
+    return ints
 
 
 class TFRecordGenerator(Generator):
     """tf.train.Example records from TFRecord files, with random access: an index of
     record offsets is built once (with a progress bar), so shuffling, samplers and
-    workers work as for the other generators. Needs TensorFlow (for the Example format).
-    Images are decoded by the same `ImageLoader` as image files: a batch on a thread
-    pool, the next batches ahead of the training loop.
+    workers work as for the other generators. Needs TensorFlow (for the Example format)
+    and google-crc32c: every record's length and data are checked against their stored
+    CRC32C, as tf.data does, and a mismatch is an error naming the file, the record and
+    its byte offset. Images are decoded by the same `ImageLoader` as image files: a batch
+    on a thread pool, the next batches ahead of the training loop.
 
     Args:
         files: a TFRecord file or a list of them (uncompressed).
-        features: {feature key: kind}, kinds "image" (encoded image bytes, decoded and
-            resized like ImageFolderGenerator's), "label" (an int class id or a bytes
-            class name), "float" / "int" (numeric features, concatenated in key order
-            when there are several). One "image" key, or numeric keys, make x.
+        features: {feature key: kind}, kinds "image" (one encoded image, bytes_list),
+            "label" (one class id, int64_list, or one class name, bytes_list), "float"
+            (float_list) / "int" (int64_list, up to 2**24 in magnitude): numeric
+            features, concatenated in key order when there are several. One "image"
+            key, or numeric keys, make x. A feature whose list is not the one its kind
+            reads is an error naming the feature, both kinds and the record; nothing is
+            cast.
         image_size, color_mode, interpolation, rescale: for "image" features.
         label_mode: "int" (default, as Keras) when there is a "label" feature, else None.
         **common: see kg.Generator.
@@ -116,6 +171,8 @@ class TFRecordGenerator(Generator):
         labels, self._numeric = None, None
         if self.label_key is not None or self.numeric_keys:
             labels, self._numeric = self._scan(verbose)
+        else:  # images only: the first record's kind is checked now, each one when read
+            self._read(self._record(0), self.image_key, 0)
         if label_mode == "auto":
             label_mode = "int" if self.label_key is not None else None
         self.loader = None
@@ -137,26 +194,39 @@ class TFRecordGenerator(Generator):
         for k in progress(range(len(self.index)), "Reading labels", len(self.index),
                           verbose):
             example = self._record(k)
+            if self.image_key is not None:  # the kind only: images are decoded later
+                self._read(example, self.image_key, k)
             if self.label_key is not None:
-                labels.append(_value(self._feature(example, self.label_key, k), "label"))
+                labels.append(self._read(example, self.label_key, k))
             if self.numeric_keys:
-                numeric.append(np.concatenate([
-                    _value(self._feature(example, key, k), self.features[key])
-                    for key in self.numeric_keys]).astype("float32"))
-        if numeric and len({len(v) for v in numeric}) > 1:
-            raise ValueError("Numeric features must have the same length in every record.")
+                row = np.concatenate([self._read(example, key, k)
+                                      for key in self.numeric_keys]).astype("float32")
+                if numeric and len(row) != len(numeric[0]):
+                    sizes = {key: len(self._read(example, key, k))
+                             for key in self.numeric_keys}
+                    raise ValueError(
+                        f"Numeric features must have the same length in every record: "
+                        f"{self.describe_sample(0)} has {len(numeric[0])} values, "
+                        f"{self.describe_sample(k)} has {len(row)} ({sizes}).")
+                numeric.append(row)
         return (labels if self.label_key is not None else None,
                 np.stack(numeric) if numeric else None)
+
+    def _read(self, example, key, k):
+        return _value(self._feature(example, key, k), self.features[key], key,
+                      lambda: self.describe_sample(k))
 
     def _feature(self, example, key, k):
         features = example.features.feature
         if key not in features:
-            raise ValueError(f"Record {k} ({self.describe_sample(k)}) has no feature "
-                             f"{key!r}. Its features: {sorted(features)}.")
+            where = self.describe_sample(k)
+            raise ValueError(f"{where[0].upper()}{where[1:]} has no feature {key!r}. Its "
+                             f"features: {sorted(features)}.")
         return features[key]
 
     def _record(self, k):
-        number, offset, length = self.index[k]
+        """Record `k` parsed, once the CRC32C of its data matched the one stored."""
+        number, offset, length, record = self.index[k]
         handles = getattr(self._local, "files", None)
         if handles is None:
             handles = self._local.files = {}  # one open file per thread and TFRecord
@@ -164,18 +234,28 @@ class TFRecordGenerator(Generator):
         if f is None:
             f = handles[number] = open(self.paths[number], "rb")
         f.seek(offset)
-        return self._example.FromString(f.read(length))
+        data, footer = f.read(length), f.read(4)
+        if len(footer) < 4:
+            raise ValueError(f"{self.paths[number]} is truncated: "
+                             f"{self.describe_sample(k)} ends early (the file changed after "
+                             f"it was indexed).")
+        if masked_crc(data) != struct.unpack("<I", footer)[0]:
+            raise ValueError(
+                f"{self.paths[number]} is corrupt: the data of record {record} (byte "
+                f"{offset - 12}) fails its CRC32C check ({length} bytes). Rewrite the file, "
+                f"or restore an intact copy.")
+        return self._example.FromString(data)
 
     @property
     def sampler_features(self):
         return self._features if self._features is not None else self._numeric
 
     def describe_sample(self, index):
-        number, offset, _ = self.index[index]
-        return f"record at byte {offset - 12} of {self.paths[number]}"
+        number, offset, _, record = self.index[index]
+        return f"record {record} (byte {offset - 12}) of {self.paths[number]}"
 
     def _image_bytes(self, index):
-        data = _value(self._feature(self._record(index), self.image_key, index), "image")
+        data = self._read(self._record(index), self.image_key, index)
         return np.frombuffer(data, dtype=np.uint8)
 
     def load_sample(self, index):

@@ -1,19 +1,15 @@
-"""Pipeline stats, `kerasgen inspect` / `bench`, SQLGenerator and TFRecordGenerator."""
+"""Pipeline stats, `kerasgen inspect` / `bench` (SQL and TFRecord sources: test_sql.py,
+test_tfrecord.py)."""
 
 import json
 import os
-import sqlite3
 import subprocess
 import sys
 
-import cv2
 import keras
-import numpy as np
 import pytest
 
 import kerasgen as kg
-
-from .test_contract import ids
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -91,119 +87,3 @@ def test_bench_prints_images_per_second_and_stages(image_folder):
     assert report["epochs"][0]["stages_s"]["decode"] > 0
     plain = cli("bench", image_folder, "--image-size", 16, "--epochs", 1)
     assert "images/s" in plain.stdout and "decode" in plain.stdout
-
-
-@pytest.fixture
-def database(tmp_path, image_folder):
-    path = tmp_path / "data.db"
-    with sqlite3.connect(path) as db:
-        db.execute("CREATE TABLE samples (path TEXT, label TEXT, a REAL, b REAL)")
-        rows = []
-        for name in ("cat", "dog", "fox"):
-            for p in sorted((image_folder / name).rglob("*.png")):
-                rows.append((str(p), name, len(rows) * 1.0, -len(rows) * 1.0))
-        db.executemany("INSERT INTO samples VALUES (?, ?, ?, ?)", rows)
-    return path
-
-
-def test_sql_generator_images_and_features(database):
-    images = kg.SQLGenerator(database, "SELECT path, label FROM samples ORDER BY rowid",
-                             x_col="path", y_col="label", image_size=(8, 8), shuffle=False,
-                             batch_size=16, label_mode="int")
-    assert isinstance(images, kg.SQLGenerator) and isinstance(images, kg.CSVGenerator)
-    x, y = images[0]
-    assert x.shape == (7, 8, 8, 3) and images.class_names == ["cat", "dog", "fox"]
-    assert y.tolist() == images.labels.tolist()
-    features = kg.SQLGenerator(database, "SELECT a, b, label FROM samples WHERE a < 5",
-                               x_col=["a", "b"], y_col="label", batch_size=8, shuffle=False)
-    assert isinstance(features, kg.SQLGenerator)
-    xf, yf = features[0]
-    np.testing.assert_array_equal(xf, [[k, -k] for k in range(5)])
-    assert yf.shape == (5,) and yf.dtype == np.int32  # label_mode "int" by default
-
-
-@pytest.mark.parametrize("query,kwargs,match", [
-    ("SELEC path FROM samples", {}, "The SQL query failed.*syntax error"),
-    ("SELECT path FROM nowhere", {}, "no such table: nowhere"),
-    ("DELETE FROM samples", {}, "readonly|not a SELECT"),
-    ("SELECT path, label FROM samples WHERE 0", {}, "returned no rows"),
-    ("SELECT path, label FROM samples", {"x_col": "file"},
-     r"`x_col` must name a column of the query result.*\['path', 'label'\]"),
-    ("SELECT a, label FROM samples", {"x_col": ["a", "c"]}, "`x_col` must name a column"),
-])
-def test_sql_errors(database, query, kwargs, match):
-    kwargs = {"x_col": "path", **kwargs}
-    with pytest.raises(ValueError, match=match):
-        kg.SQLGenerator(database, query, **kwargs)
-    with sqlite3.connect(database) as db:  # nothing was written
-        assert db.execute("SELECT COUNT(*) FROM samples").fetchone()[0] == 7
-
-
-@pytest.fixture
-def records(tmp_path):
-    import tensorflow as tf
-
-    def example(image, label, values):
-        ok, encoded = cv2.imencode(".png", image)
-        feature = {
-            "image": tf.train.Feature(bytes_list=tf.train.BytesList(value=[encoded.tobytes()])),
-            "label": tf.train.Feature(int64_list=tf.train.Int64List(value=[label])),
-            "values": tf.train.Feature(float_list=tf.train.FloatList(value=values)),
-        }
-        return tf.train.Example(features=tf.train.Features(feature=feature))
-
-    paths = [str(tmp_path / f"part-{k}.tfrecord") for k in range(2)]
-    n = 0
-    for path in paths:
-        with tf.io.TFRecordWriter(path) as writer:
-            for _ in range(7):
-                image = np.full((10, 12, 3), 10 * n, np.uint8)
-                writer.write(example(image, n % 3, [n, 2.0 * n]).SerializeToString())
-                n += 1
-    return paths
-
-
-def test_tfrecord_generator_random_access(records):
-    gen = kg.TFRecordGenerator(records, {"image": "image", "label": "label"},
-                               image_size=(6, 6), batch_size=5, seed=3, label_mode="int",
-                               verbose=0)
-    assert gen.num_samples == 14 and gen.class_names == ["0", "1", "2"]
-    seen = []
-    for i in range(len(gen)):
-        x, y = gen[i]
-        batch_ids = ids(x)
-        np.testing.assert_array_equal(y, batch_ids % 3)
-        seen += batch_ids.tolist()
-    assert sorted(seen) == list(range(14)) and seen != list(range(14))  # shuffled
-    identity = keras.Sequential([keras.Input((6, 6, 3)), keras.layers.Identity()])
-    threads = kg.TFRecordGenerator(records, {"image": "image", "label": "label"},
-                                   image_size=(6, 6), batch_size=5, seed=3, workers=2,
-                                   verbose=0)
-    np.testing.assert_array_equal(
-        ids(identity.predict(threads, verbose=0)),
-        np.concatenate([ids(gen.at_epoch(0)[i][0]) for i in range(len(gen))]))
-    numeric = kg.TFRecordGenerator(records, {"values": "float", "label": "label"},
-                                   batch_size=14, shuffle=False, label_mode="int", verbose=0)
-    xn, yn = numeric[0]
-    np.testing.assert_array_equal(xn, [[k, 2 * k] for k in range(14)])
-
-
-def test_tfrecord_errors(records, tmp_path):
-    with pytest.raises(ValueError, match=r"has no feature 'caption'.*\['image', 'label'"):
-        kg.TFRecordGenerator(records, {"image": "image", "caption": "label"}, verbose=0)
-    truncated = tmp_path / "cut.tfrecord"
-    truncated.write_bytes(open(records[0], "rb").read()[:-7])
-    with pytest.raises(ValueError, match="cut.tfrecord is truncated"):
-        kg.TFRecordGenerator([str(truncated)], {"image": "image"}, verbose=0)
-    with pytest.raises(FileNotFoundError, match="nope.tfrecord"):
-        kg.TFRecordGenerator(str(tmp_path / "nope.tfrecord"), {"image": "image"})
-    with pytest.raises(ValueError, match="either one 'image' key or numeric"):
-        kg.TFRecordGenerator(records, {"label": "label"}, verbose=0)
-    with pytest.raises(ValueError, match=r"`features\['image'\]` must be one of"):
-        kg.TFRecordGenerator(records, {"image": "png"}, verbose=0)
-
-
-def test_tfrecord_without_tensorflow_says_how_to_install(records, monkeypatch):
-    monkeypatch.setitem(sys.modules, "tensorflow.core.example.example_pb2", None)
-    with pytest.raises(ImportError, match=r'pip install "kerasgen3\[tensorflow\]"'):
-        kg.TFRecordGenerator(records, {"image": "image"}, verbose=0)
