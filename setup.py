@@ -36,7 +36,8 @@ setup(
     license="MIT",
     packages=find_packages(include=["kerasgen", "kerasgen.*"]),
     python_requires=">=3.9",
-    install_requires=["keras>=3.3", "numpy>=1.23", "opencv-python-headless>=4.8"],
+    install_requires=["keras>=3.3", "numpy>=1.23", "opencv-python-headless>=4.8",
+                      "pillow>=9"],  # Pillow reads image headers (max_pixels)
     extras_require=EXTRAS,
     entry_points={"console_scripts": ["kerasgen=kerasgen.cli:main"]},
 )

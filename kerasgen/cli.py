@@ -2,8 +2,9 @@
 
     kerasgen preview DIR --out preview.png [--augment]
     kerasgen inspect DIR|CSV [--label-mode int|multi_label] [--label-delimiter '|'] [--json]
+                     [--max-pixels N|none]
     kerasgen bench DIR|CSV --image-size 224 --batch-size 32 [--workers N]
-                   [--cache none|auto|memory|PATH]
+                   [--cache none|auto|memory|PATH] [--max-pixels N|none]
 
 Imports happen inside each command: `--help`, `preview` and `inspect` never import Keras
 (nor TensorFlow, its start-up time and log lines); `bench` runs Keras's own loop.
@@ -70,7 +71,7 @@ def _inspect(args):
                                     directory=args.directory, verbose=0 if args.json else 1,
                                     label_mode=args.label_mode,
                                     label_delimiter=args.label_delimiter or None,
-                                    encoding=args.encoding)
+                                    encoding=args.encoding, max_pixels=args.max_pixels)
     print(json.dumps(report, indent=2) if args.json else inspection.format_report(report))
     return 0
 
@@ -86,7 +87,7 @@ def _bench(args):
     common = dict(image_size=(args.image_size,) * 2, batch_size=args.batch_size,
                   workers=args.workers, use_multiprocessing=args.processes,
                   cache=None if args.cache == "none" else args.cache, dtype=args.dtype,
-                  stats=True, label_mode=None,
+                  stats=True, label_mode=None, max_pixels=args.max_pixels,
                   shuffle=False, verbose=0, rescale=1 / 255 if args.dtype != "uint8" else None)
     if os.path.isdir(args.source):
         gen = ImageFolderGenerator(args.source, **common)
@@ -124,6 +125,23 @@ def _bench(args):
     return 0
 
 
+def _max_pixels(text):
+    """--max-pixels: a positive integer, or 'none' for no limit."""
+    if text.strip().lower() == "none":
+        return None
+    try:
+        value = int(text.replace("_", "").replace(",", ""))
+    except ValueError:
+        value = 0
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be a positive integer or 'none', not {text!r}")
+    return value
+
+
+MAX_PIXELS_HELP = ("images whose header declares more pixels are refused (default "
+                   "89478485, Pillow's decompression-bomb limit; 'none': no limit)")
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(prog="kerasgen", description="kerasgen tools")
     commands = parser.add_subparsers(dest="command", required=True)
@@ -152,6 +170,8 @@ def main(argv=None):
                          help="separates the labels of one CSV cell (default '|'; '' for "
                               "none)")
     inspect.add_argument("--encoding", default="utf-8", help="the CSV file's text encoding")
+    inspect.add_argument("--max-pixels", type=_max_pixels, default=89_478_485,
+                         help=MAX_PIXELS_HELP)
     inspect.add_argument("--json", action="store_true", help="print JSON, for scripts")
     inspect.set_defaults(run=_inspect)
 
@@ -169,6 +189,8 @@ def main(argv=None):
     bench.add_argument("--epochs", type=int, default=2, help="passes (2: see the cache work)")
     bench.add_argument("--x-col", default="filename", help="CSV column of image paths")
     bench.add_argument("--directory", default=None, help="folder CSV paths are relative to")
+    bench.add_argument("--max-pixels", type=_max_pixels, default=89_478_485,
+                       help=MAX_PIXELS_HELP)
     bench.add_argument("--json", action="store_true", help="print JSON, for scripts")
     bench.set_defaults(run=_bench)
     args = parser.parse_args(argv)

@@ -116,7 +116,8 @@ class _ImageFileGenerator(Generator):
 
     def _set_images(self, file_paths, image_size, color_mode, interpolation, rescale,
                     cache="auto", on_error="raise", decode_threads=None, verbose=1,
-                    mask_paths=None, skipped=(), aspect=None):
+                    mask_paths=None, skipped=(), aspect=None, max_pixels=images.MAX_PIXELS,
+                    root=None):
         if rescale is not None and (isinstance(rescale, bool)
                                     or not isinstance(rescale, numbers.Real)):
             _checks.fail("rescale", "None or a number (1/255, say)", rescale, TypeError)
@@ -125,7 +126,8 @@ class _ImageFileGenerator(Generator):
         self.loader = loader_mod.ImageLoader(
             file_paths, image_size, color_mode, interpolation, cache=cache,
             on_error=on_error, decode_threads=decode_threads, mask_paths=mask_paths,
-            verbose=verbose, skipped=skipped, aspect=aspect)
+            verbose=verbose, skipped=skipped, aspect=aspect, max_pixels=max_pixels,
+            root=root)
 
     def _wire_loader(self):
         """After Generator.__init__: the loader learns what it needs of the generator."""
@@ -141,6 +143,7 @@ class _ImageFileGenerator(Generator):
     color_mode = property(lambda self: self.loader.color_mode)
     interpolation = property(lambda self: self.loader.interpolation)
     on_error = property(lambda self: self.loader.on_error)
+    max_pixels = property(lambda self: self.loader.max_pixels)
     decode_threads = property(lambda self: self.loader.decode_threads)
     verbose = property(lambda self: self.loader.verbose)
     skipped = property(lambda self: self.loader.skipped,
@@ -215,9 +218,7 @@ class _ImageFileGenerator(Generator):
             pixels = np.empty(loader.sample_shape, np.uint8)
             mask = None
             with self._stage("decode"):
-                loaded = loader.load_into(int(indices[k]), pixels)
-                if loader.mask_paths is not None:
-                    mask = loader.load_mask(loaded)
+                mask = loader.load_with_mask(int(indices[k]), pixels)[1]
             with self._stage("augment"):
                 return self.augment_sample(pixels, positions[k], mask)
 
@@ -291,7 +292,11 @@ class ImageFolderGenerator(_ImageFileGenerator):
         pad_to_aspect_ratio: resize without distortion: fit the whole image and pad it,
             centred, with black (tf.image.resize_with_pad). Not with crop_to_aspect_ratio.
         rescale: factor applied when converting to a float dtype (1/255, say).
-        follow_links: follow symbolic links to folders.
+        follow_links: False (default): as Keras, links to files and class folders that
+            are links are read, links to folders inside a class folder are not entered;
+            a link leading outside `directory` is an error naming it (Keras would read
+            it). True: every link is followed, each real folder listed once. Only
+            regular files are read (a FIFO named x.png is left out, with a warning).
         mask_dir: segmentation (with label_mode="mask"): a folder of masks mirroring
             `directory`: the mask of images/a/b.jpg is masks/a/b.<any image extension>.
             Masks load single-channel, resize with nearest neighbour, and get exactly the
@@ -307,7 +312,12 @@ class ImageFolderGenerator(_ImageFileGenerator):
         on_error: "raise" (default): an undecodable file is an error naming it. "skip":
             it is replaced by another sample of its class (chosen from the seed), with one
             warning; `gen.skipped` lists every skipped file. `gen.validate()` scans all
-            files up front.
+            files up front. Every decoder error counts (corrupt, truncated, empty, gone,
+            not a regular file, larger than `max_pixels`, refused by OpenCV, a bad mask).
+        max_pixels: the most pixels an image may have, read from its header before it is
+            decoded; larger images are bad files (see `on_error`). Default 89_478_485,
+            Pillow's decompression-bomb limit (`PIL.Image.MAX_IMAGE_PIXELS`); None: no
+            limit (OpenCV's own, 2**30 pixels, remains).
         decode_threads: threads decoding each batch (default: every core, shared by worker
             threads; cores // workers with worker processes).
         verbose: 0 hides progress bars (shown, with tqdm installed, for slow steps).
@@ -319,7 +329,7 @@ class ImageFolderGenerator(_ImageFileGenerator):
                  subset=None, interpolation="bilinear", follow_links=False,
                  crop_to_aspect_ratio=False, pad_to_aspect_ratio=False, rescale=None,
                  cache="auto", on_error="raise", decode_threads=None, verbose=1,
-                 mask_dir=None, seed=None, **common):
+                 mask_dir=None, seed=None, max_pixels=images.MAX_PIXELS, **common):
         _check_common(self, common)  # before listing a folder that may not exist
         if subset == "both":
             raise ValueError(
@@ -370,7 +380,8 @@ class ImageFolderGenerator(_ImageFileGenerator):
         self.crop_to_aspect_ratio = bool(crop_to_aspect_ratio)
         self.pad_to_aspect_ratio = bool(pad_to_aspect_ratio)
         self._set_images(paths, image_size, color_mode, interpolation, rescale, cache,
-                         on_error, decode_threads, verbose, masks, aspect=aspect)
+                         on_error, decode_threads, verbose, masks, aspect=aspect,
+                         max_pixels=max_pixels)
         listing_s = time.perf_counter() - listing_started
         super().__init__(len(paths), labels=class_ids, label_mode=label_mode,
                          class_names=names, seed=seed, **common)
@@ -483,8 +494,10 @@ class CSVGenerator(_ImageFileGenerator):
             of numeric columns for label_mode="raw" (multi-target regression).
         directory: the folder paths are relative to (default: the CSV file's folder, or
             the working directory for a DataFrame). When `directory` is given, paths that
-            leave it through '..' or an absolute path are refused unless
-            allow_outside=True; without it, paths are taken as written.
+            leave it through '..', an absolute path or a symbolic link are refused unless
+            allow_outside=True, when the generator is built and again each time a file
+            is opened (a file replaced by a link out of `directory` later is a bad file,
+            see `on_error`); without `directory`, paths are taken as written.
         label_mode: "int" (default, as Keras), "categorical", "binary", "multi_label",
             "raw", "mask" or None.
         label_delimiter: separates several labels in one cell for "multi_label" ("a|b").
@@ -499,7 +512,7 @@ class CSVGenerator(_ImageFileGenerator):
         mask_col: segmentation (with label_mode="mask"): the column of mask paths,
             resolved like `x_col`; see ImageFolderGenerator's `mask_dir`.
         image_size, color_mode, class_names, interpolation, rescale, cache, on_error,
-            decode_threads, verbose: as for ImageFolderGenerator.
+            decode_threads, verbose, max_pixels: as for ImageFolderGenerator.
         **common: see `kg.Generator`.
     """
 
@@ -509,7 +522,7 @@ class CSVGenerator(_ImageFileGenerator):
                  allow_outside=False, interpolation="bilinear", rescale=None, cache="auto",
                  on_error="raise", decode_threads=None, verbose=1, mask_col=None,
                  validation_split=None, subset=None, seed=None, encoding="utf-8",
-                 num_classes=None, **common):
+                 num_classes=None, max_pixels=images.MAX_PIXELS, **common):
         if (mask_col is None) != (label_mode != "mask"):
             raise ValueError("`mask_col` and label_mode='mask' go together. Received: "
                              f"mask_col={mask_col!r}, label_mode={label_mode!r}.")
@@ -571,8 +584,11 @@ class CSVGenerator(_ImageFileGenerator):
         self.table = table
         self.directory = directory
         self.validation_split, self.subset = validation_split, subset
+        root = (os.path.realpath(directory) if directory is not None and not allow_outside
+                else None)  # checked again as each file is opened
         self._set_images(paths, image_size, color_mode, interpolation, rescale, cache,
-                         on_error, decode_threads, verbose, masks, skipped)
+                         on_error, decode_threads, verbose, masks, skipped,
+                         max_pixels=max_pixels, root=root)
         listing_s = time.perf_counter() - listing_started
         super().__init__(len(paths), labels=labels, label_mode=label_mode,
                          class_names=names, num_classes=num_classes, seed=seed, **common)

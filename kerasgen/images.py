@@ -1,10 +1,19 @@
 """Image decoding and resizing with OpenCV (which releases the GIL)."""
 
+import errno
+import io
+import numbers
+import os
+import stat
+
 import cv2
 import numpy as np
 
 from kerasgen import _checks, _malloc
 
+# Pillow's decompression-bomb limit (PIL.Image.MAX_IMAGE_PIXELS: a 24-bit 1 GiB image):
+# the default `max_pixels` of the image generators.
+MAX_PIXELS = 89_478_485
 IMAGE_EXTENSIONS = (".bmp", ".gif", ".jpeg", ".jpg", ".png", ".tif", ".tiff", ".webp")
 COLOR_MODES = {"rgb": 3, "rgba": 4, "grayscale": 1}
 # Keras's names (tf.image.resize's methods) -> the closest OpenCV method, measured against
@@ -32,6 +41,15 @@ def is_image_file(name):
 
 def check_color_mode(color_mode):
     return _checks.one_of("color_mode", color_mode, tuple(COLOR_MODES))
+
+
+def check_max_pixels(max_pixels):
+    """None (no limit) or a positive int: the most pixels an image's header may declare."""
+    if max_pixels is not None and (isinstance(max_pixels, bool) or not isinstance(
+            max_pixels, numbers.Integral) or max_pixels <= 0):
+        _checks.fail("max_pixels", "None or a positive integer (default 89_478_485, "
+                     "Pillow's decompression-bomb limit)", max_pixels)
+    return None if max_pixels is None else int(max_pixels)
 
 
 def check_interpolation(interpolation):
@@ -96,6 +114,19 @@ def jpeg_size(data):
     return None
 
 
+_PNG_HEAD = b"\x89PNG\r\n\x1a\n\x00\x00\x00\x0dIHDR"  # the signature, then IHDR (13 bytes)
+
+
+def png_size(data):
+    """(height, width) from a PNG's IHDR chunk, which the format requires first, or None
+    when `data` is no PNG. (Read here, at fixed offsets, because it is 30 times cheaper
+    than Pillow's plugin, which would cost twice the decode of a 32x32 PNG.)"""
+    head = data[:24].tobytes() if isinstance(data, np.ndarray) else bytes(data[:24])
+    if len(head) < 24 or head[:16] != _PNG_HEAD:
+        return None
+    return int.from_bytes(head[20:24], "big"), int.from_bytes(head[16:20], "big")
+
+
 def reduction(source_size, target_size):
     """The largest JPEG scale 1/r (r in 2, 4, 8) that keeps the image at least as large
     as the target on both sides, whichever way EXIF orientation turns it; 1 for none."""
@@ -106,49 +137,186 @@ def reduction(source_size, target_size):
     return 1
 
 
-def decode(path, color_mode="rgb", target_size=None):
+def decode(path, color_mode="rgb", target_size=None, max_pixels=MAX_PIXELS, root=None):
     """Decodes `path` to a uint8 (h, w, channels) array in `color_mode`.
 
     EXIF orientation is applied (as Keras does); 16-bit images are reduced to 8 bits;
     GIFs give their first frame. With `target_size`, a JPEG at least twice as large on
     both sides is decoded at 1/2, 1/4 or 1/8 scale (much faster, within ordinary resize
-    error of a full decode). Raises ValueError naming the file when it cannot be decoded.
+    error of a full decode). An image whose header declares more than `max_pixels` pixels
+    is refused before decoding (None: no limit). `root`: see `read_file`. Raises
+    ValueError naming the file when it cannot be read or decoded, FileNotFoundError when
+    it is gone.
     """
-    return decode_bytes(read_file(path), color_mode, target_size, f"image file {path}")
+    return decode_bytes(read_file(path, root), color_mode, target_size,
+                        f"image file {path}", max_pixels)
 
 
-def read_file(path):
-    """The bytes of an image file, as uint8; errors name the file."""
+def read_file(path, root=None, what="image file"):
+    """The bytes of the regular file `path`, as uint8; errors name the file.
+
+    The file is opened without blocking and must be a regular file: a FIFO, socket or
+    device named like an image is refused, not read (reading a FIFO would wait forever).
+    `root`: a real folder path, or None. When given, the file's real path must lie in it
+    at the moment it is opened, so that a file replaced by a symbolic link leading out of
+    `root` after the generator listed it is refused (ValueError), not read.
+    """
+    target = path
+    flags = (os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+             | getattr(os, "O_BINARY", 0))
+    if root is not None:
+        target = os.path.realpath(path)
+        if not is_inside(target, root):
+            raise ValueError(
+                f"Cannot read {what} {path}: it now leads to {target}, outside `directory` "
+                f"({root}) (a symbolic link replaced it, or a folder on its way, after the "
+                "generator was built). Nothing outside `directory` is read unless "
+                "allow_outside=True."
+            )
+        flags |= getattr(os, "O_NOFOLLOW", 0)  # and it must not become a link meanwhile
     try:
-        return np.fromfile(path, dtype=np.uint8)
+        fd = os.open(target, flags)
     except FileNotFoundError:
-        raise FileNotFoundError(f"Image file not found: {path}") from None
+        raise FileNotFoundError(f"{what.capitalize()} not found: {path}") from None
     except OSError as error:
-        raise ValueError(f"Cannot read image file {path}: {error}") from error
+        if root is not None and error.errno == errno.ELOOP:
+            raise ValueError(f"Cannot read {what} {path}: it became a symbolic link as it "
+                             "was opened; nothing outside `directory` is read unless "
+                             "allow_outside=True.") from None
+        raise ValueError(f"Cannot read {what} {path}: {error}") from error
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise ValueError(f"Cannot read {what} {path}: it is {file_kind(info.st_mode)}, "
+                             "not a regular file; only regular files are read as images.")
+        data = np.empty(info.st_size, dtype=np.uint8)
+        view, got = memoryview(data), 0
+        with io.FileIO(fd, "rb", closefd=False) as f:
+            while got < len(data):
+                n = f.readinto(view[got:])
+                if not n:  # shorter than it was a moment ago
+                    break
+                got += n
+        return data[:got]
+    except OSError as error:
+        raise ValueError(f"Cannot read {what} {path}: {error}") from error
+    finally:
+        os.close(fd)
 
 
-def decode_bytes(data, color_mode="rgb", target_size=None, name="image"):
+def is_inside(real, root):
+    """Whether the real path `real` is the real folder `root` or lies under it."""
+    try:
+        return os.path.commonpath([real, root]) == root
+    except ValueError:  # different drives
+        return False
+
+
+def file_kind(mode):
+    """What a file that is not a regular one is, in words."""
+    for test, kind in ((stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISSOCK, "a socket"),
+                       (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+                       (stat.S_ISDIR, "a folder")):
+        if test(mode):
+            return kind
+    return "not a regular file"
+
+
+def header_size(data):
+    """(height, width) that an encoded image's header declares, read without decoding
+    it, or None when the format is not one Pillow knows or the header is unreadable
+    (OpenCV then decides). JPEGs and PNGs are read by `jpeg_size` and `png_size`, the
+    others by Pillow's format plugins, which read the header only.
+
+    The plugins are called as `PIL.Image.open` calls them, but not through it: `open`
+    also applies Pillow's own process-wide decompression-bomb limit (a warning above
+    `Image.MAX_IMAGE_PIXELS`, an error above twice that), which would overrule the
+    generator's `max_pixels`.
+    """
+    size = jpeg_size(data) or png_size(data)
+    if size is not None:
+        return size
+    try:
+        from PIL import Image
+    except ImportError:
+        raise ImportError("kerasgen reads image headers with Pillow, which is missing: "
+                          "pip install pillow") from None
+    head = bytes(data[:16])
+    stream = io.BytesIO(data)
+    Image.preinit()  # the common formats first (BMP, GIF, JPEG, PPM, PNG), then all
+    tried = set()
+    for more_plugins in (None, Image.init):
+        if more_plugins is not None:
+            more_plugins()
+        for fmt in list(Image.ID):
+            if fmt in tried:
+                continue
+            tried.add(fmt)
+            factory, accept = Image.OPEN.get(fmt, (None, None))
+            if factory is None or accept is None:  # formats with no signature to check
+                continue                           # (TGA, SPIDER...): OpenCV reads none
+            try:
+                match = accept(head)
+                if not match or isinstance(match, str):  # a str: Pillow's "not quite"
+                    continue
+                stream.seek(0)
+                width, height = factory(stream, "").size
+                return int(height), int(width)
+            except Exception:  # not this format after all, or a broken header:
+                continue       # the decoder decides what the file is
+    return None
+
+
+def check_pixels(size, max_pixels, name):
+    """Refuses an image whose (height, width) holds more than `max_pixels` pixels."""
+    height, width = size
+    if max_pixels is not None and max(1, height) * max(1, width) > max_pixels:
+        raise ValueError(
+            f"Cannot decode {name}: it is a {width}x{height} image ({height * width:,} "
+            f"pixels), more than max_pixels={max_pixels:,} (a guard against "
+            "decompression bombs, as Pillow's). Pass a larger `max_pixels`, or "
+            "max_pixels=None, if the image is meant to be that large."
+        )
+
+
+def imdecode(data, flag, name):
+    """cv2.imdecode whose errors (cv2.error: a header OpenCV refuses, a size above its
+    own limit) are ValueErrors naming the file."""
+    try:
+        return cv2.imdecode(data, flag)
+    except cv2.error as error:
+        reason = getattr(error, "err", "") or str(error).strip()
+        raise ValueError(f"Cannot decode {name}: OpenCV refused it ({reason}).") from None
+
+
+def decode_bytes(data, color_mode="rgb", target_size=None, name="image",
+                 max_pixels=MAX_PIXELS):
     """`decode` for encoded bytes (a uint8 array or bytes); `name` is used in errors."""
     data = np.frombuffer(data, dtype=np.uint8) if isinstance(data, bytes) else data
     if data.size == 0:
         raise ValueError(f"Cannot decode {name}: the file is empty (0 bytes).")
+    jpeg = jpeg_size(data)
+    size = jpeg if jpeg is not None or max_pixels is None else header_size(data)
+    if size is not None:
+        check_pixels(size, max_pixels, name)
     flag = None
-    if target_size is not None and color_mode in _REDUCED:
-        size = jpeg_size(data)
-        r = reduction(size, target_size) if size else 1
+    if target_size is not None and color_mode in _REDUCED and jpeg is not None:
+        r = reduction(jpeg, target_size)
         if r > 1:
             flag = _REDUCED[color_mode][r]
     if flag is None:
         flag = {"grayscale": cv2.IMREAD_GRAYSCALE, "rgb": _IMREAD_RGB,
                 "rgba": cv2.IMREAD_UNCHANGED}[color_mode]
-    image = cv2.imdecode(data, flag)
+    image = imdecode(data, flag, name)
     if image is not None and color_mode == "rgba" and (image.ndim == 2 or image.shape[2] != 4):
-        image = cv2.imdecode(data, cv2.IMREAD_COLOR)  # no alpha: decode with EXIF applied
+        image = imdecode(data, cv2.IMREAD_COLOR, name)  # no alpha: decode with EXIF applied
     if image is None:
         raise ValueError(
             f"Cannot decode {name}: it is corrupt, truncated or not an image format "
             "OpenCV reads."
         )
+    if size is None:  # a format whose header was not read: the decoded size counts
+        check_pixels(image.shape[:2], max_pixels, name)
     image = _to_uint8(image)
     if color_mode == "grayscale":
         return image if image.ndim == 3 else image[:, :, None]
@@ -161,9 +329,9 @@ def decode_bytes(data, color_mode="rgb", target_size=None, name="image"):
 
 
 def load(path, image_size, color_mode="rgb", interpolation="bilinear", out=None,
-         aspect=None):
+         aspect=None, max_pixels=MAX_PIXELS):
     """Decodes and resizes `path` to (height, width, channels) uint8, into `out` if given."""
-    return resize(decode(path, color_mode, image_size), image_size, color_mode,
+    return resize(decode(path, color_mode, image_size, max_pixels), image_size, color_mode,
                   interpolation, out, aspect)
 
 
@@ -233,18 +401,25 @@ def _nearest(size, target):
     return np.minimum(np.floor(centres).astype(np.intp), size - 1)
 
 
-def load_mask(path, image_size, out=None, aspect=None):
+def load_mask(path, image_size, out=None, aspect=None, max_pixels=MAX_PIXELS, root=None):
     """A segmentation mask of class ids, resized with nearest neighbour to (h, w) (after
     the crop or inside the padding of `aspect`, as its image; padding is class 0).
 
     Masks are single-channel images (8- or 16-bit PNG, say); a 3-channel mask is
     accepted when its channels are equal. EXIF orientation is applied as for images.
+    `max_pixels` and `root` as for `decode`.
     """
-    try:
-        data = np.fromfile(path, dtype=np.uint8)
-    except FileNotFoundError:
-        raise FileNotFoundError(f"Mask file not found: {path}") from None
-    mask = cv2.imdecode(data, cv2.IMREAD_ANYDEPTH | cv2.IMREAD_ANYCOLOR) if data.size else None
+    data = read_file(path, root, "mask file")
+    name = f"mask file {path}"
+    size = None
+    if data.size and max_pixels is not None:
+        size = header_size(data)
+        if size is not None:
+            check_pixels(size, max_pixels, name)
+    mask = (imdecode(data, cv2.IMREAD_ANYDEPTH | cv2.IMREAD_ANYCOLOR, name) if data.size
+            else None)
+    if mask is not None and size is None:
+        check_pixels(mask.shape[:2], max_pixels, name)
     if mask is None:
         raise ValueError(f"Cannot decode mask file {path}: it is empty, corrupt or not an "
                          "image format OpenCV reads.")

@@ -7,26 +7,33 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from kerasgen import _checks
+from kerasgen import _checks, images
 from kerasgen import labels as labels_mod
 from kerasgen import sources
 from kerasgen.progress import progress
 
 
-def _probe(path):
+def _probe(path, max_pixels):
     """(height, width, channels, format, error) of one image file; decodes it fully,
-    so truncated files are found too."""
+    so truncated files are found too, unless its header declares more than
+    `max_pixels` pixels (the generators would refuse it). Every error of reading or
+    decoding is the file's error, never an exception."""
     fmt = os.path.splitext(path)[1].lower().lstrip(".")
     fmt = "jpeg" if fmt == "jpg" else ("tiff" if fmt == "tif" else fmt)
     try:
-        data = np.fromfile(path, dtype=np.uint8)
+        data = images.read_file(path)
         if data.size == 0:
             raise ValueError("the file is empty (0 bytes)")
+        size = None if max_pixels is None else images.header_size(data)
+        if size is not None:
+            images.check_pixels(size, max_pixels, "the file")
         import cv2
 
-        image = cv2.imdecode(data, cv2.IMREAD_UNCHANGED)
+        image = images.imdecode(data, cv2.IMREAD_UNCHANGED, "the file")
         if image is None:
             raise ValueError("not decodable")
+        if size is None:
+            images.check_pixels(image.shape[:2], max_pixels, "the file")
         channels = 1 if image.ndim == 2 else image.shape[2]
         return image.shape[0], image.shape[1], channels, fmt, None
     except (OSError, ValueError) as error:
@@ -39,10 +46,13 @@ def _files_and_labels(source, x_col, y_col, directory, label_mode, label_delimit
     label_mode="multi_label" each CSV path has a list of labels."""
     source = os.fspath(source)
     if os.path.isdir(source):
-        paths, ids, names = sources.list_image_folder(source, classes_required=False)
+        with warnings.catch_warnings(record=True) as caught:  # listed in the report
+            warnings.simplefilter("always")
+            paths, ids, names = sources.list_image_folder(source, classes_required=False)
+        found = [str(w.message) for w in caught]
         if ids is None:
-            return paths, None, []
-        return paths, [names[i] for i in ids], []
+            return paths, None, found
+        return paths, [names[i] for i in ids], found
     table = sources.Table(source, encoding)
     table.column(x_col, "x_col")
     paths = sources.resolve_paths(table.columns[x_col], table, directory, True,
@@ -60,13 +70,17 @@ def _files_and_labels(source, x_col, y_col, directory, label_mode, label_delimit
 
 
 def inspect(source, x_col="filename", y_col="label", directory=None, verbose=1,
-            threads=None, label_mode="int", label_delimiter="|", encoding="utf-8"):
+            threads=None, label_mode="int", label_delimiter="|", encoding="utf-8",
+            max_pixels=images.MAX_PIXELS):
     """Summarises an image folder (one subfolder per class) or a CSV list.
 
     Returns a dict: number of files, class counts, imbalance ratio (largest / smallest
     class), image sizes (min, median, max of height and width; the most common sizes),
     formats and channel counts, the files that cannot be decoded (each decoded once,
-    in parallel, with a progress bar for large folders), and `warnings` about the labels.
+    in parallel, with a progress bar for large folders; `corrupt` lists each with its
+    error, also files whose header declares more than `max_pixels` pixels, which the
+    generators refuse by default, and files that are not regular files), and `warnings`
+    about the labels and the listing (entries left out of a folder).
 
     For a CSV: `label_mode` "multi_label" counts every label of a cell split at
     `label_delimiter` (a row holds several); any other class mode counts each cell as one
@@ -74,6 +88,7 @@ def inspect(source, x_col="filename", y_col="label", directory=None, verbose=1,
     ignores the labels. `encoding` is the CSV file's text encoding.
     """
     _checks.one_of("label_mode", label_mode, labels_mod.LABEL_MODES)
+    max_pixels = images.check_max_pixels(max_pixels)
     labels_mod.check_delimiter(label_delimiter)
     paths, labels, found = _files_and_labels(source, x_col, y_col, directory, label_mode,
                                              label_delimiter, encoding)
@@ -82,8 +97,8 @@ def inspect(source, x_col="filename", y_col="label", directory=None, verbose=1,
     if labels is not None and label_mode == "multi_label":
         labels = [label for row in labels for label in row]
     with ThreadPoolExecutor(threads or os.cpu_count() or 1) as pool:
-        probes = list(progress(pool.map(_probe, paths), "Inspecting images", len(paths),
-                               verbose))
+        probes = list(progress(pool.map(lambda p: _probe(p, max_pixels), paths),
+                               "Inspecting images", len(paths), verbose))
     good = [p for p in probes if p[4] is None]
     heights = np.array([p[0] for p in good]) if good else np.zeros(0)
     widths = np.array([p[1] for p in good]) if good else np.zeros(0)

@@ -30,9 +30,15 @@ class ImageLoader:
         image_size, color_mode, interpolation: the output (see ImageFolderGenerator).
         aspect: None, "crop" or "pad": keep the aspect ratio (see `images.resize`).
         cache: "auto", None, "memory" or a file path (see ImageFolderGenerator).
-        on_error: "raise" or "skip": an undecodable file is replaced by the first
-            decodable file of `stand_ins(index)` -> (candidate indices, what they are
-            called in an error), and listed in `skipped`.
+        on_error: "raise" or "skip": a file that cannot be read or decoded (corrupt,
+            gone, not a regular file, larger than `max_pixels`, refused by OpenCV, or
+            its mask so) is replaced by the first good sample of `stand_ins(index)` ->
+            (candidate indices, what they are called in an error), and listed in
+            `skipped`.
+        max_pixels: the most pixels an image (or mask) header may declare; larger ones
+            are refused before decoding. None: no limit.
+        root: a real folder path, or None: every file (and mask) must still lie in it
+            when it is opened (see `images.read_file`).
         decode_threads: threads of the pool; None: `default_threads()`.
         mask_paths: one segmentation mask per sample, or None.
         verbose: 0 hides progress bars.
@@ -42,13 +48,16 @@ class ImageLoader:
 
     def __init__(self, file_paths, image_size, color_mode, interpolation, *, cache=None,
                  on_error="raise", decode_threads=None, mask_paths=None, verbose=1,
-                 skipped=(), read=None, aspect=None):
+                 skipped=(), read=None, aspect=None, max_pixels=images.MAX_PIXELS,
+                 root=None):
         self.file_paths = list(file_paths)
         self.mask_paths = None if mask_paths is None else list(mask_paths)
         self.image_size = _checks.image_size(image_size)
         self.color_mode = images.check_color_mode(color_mode)
         self.interpolation = images.check_interpolation(interpolation)
         self.aspect = aspect
+        self.max_pixels = images.check_max_pixels(max_pixels)
+        self.root = root
         self.on_error = _checks.one_of("on_error", on_error, ("raise", "skip"))
         self.decode_threads = (None if decode_threads is None
                                else _checks.positive_int("decode_threads", decode_threads))
@@ -114,18 +123,36 @@ class ImageLoader:
             if self.on_error == "raise":
                 raise
             self._record_skip(index, error)
-            return self._load_stand_in(index, out)  # stand-ins are never cached
+            return self._load_stand_in(index, out)[0]  # stand-ins are never cached
         if self.cache is not None:
             self.cache.put(index, out)
         return index
+
+    def load_with_mask(self, index, out, mask_out=None):
+        """`load_into`, and the mask of the image it loaded (into `mask_out`, or a new
+        array; None without masks): (index loaded, mask). A mask that cannot be read is
+        a bad sample, as a bad image: an error, or with on_error="skip" a stand-in whose
+        image and mask are both good."""
+        loaded = self.load_into(index, out)
+        if self.mask_paths is None:
+            return loaded, None
+        try:
+            return loaded, self.load_mask(loaded, mask_out)
+        except (ValueError, FileNotFoundError) as error:
+            if self.on_error == "raise":
+                raise
+            self._record_skip(loaded, error)
+            return self._load_stand_in(index, out, with_mask=True, mask_out=mask_out,
+                                       exclude=loaded)
 
     def _decoded(self, index, target_size, color_mode=None):
         """Sample `index` decoded (at reduced size where `target_size` allows)."""
         color_mode = color_mode or self.color_mode
         if self.read is None:
-            return images.decode(self.file_paths[index], color_mode, target_size)
+            return images.decode(self.file_paths[index], color_mode, target_size,
+                                 self.max_pixels, self.root)
         return images.decode_bytes(self.read(index), color_mode, target_size,
-                                   self.file_paths[index])
+                                   self.file_paths[index], self.max_pixels)
 
     def _decode_into(self, index, out):
         images.resize(self._decoded(index, self.image_size), self.image_size,
@@ -140,16 +167,21 @@ class ImageLoader:
     def load_mask(self, index, out=None):
         """The segmentation mask of sample `index` (of the image actually loaded)."""
         return images.load_mask(self.mask_paths[index], self.image_size, out=out,
-                                aspect=self.aspect)
+                                aspect=self.aspect, max_pixels=self.max_pixels,
+                                root=self.root)
 
-    def _load_stand_in(self, index, out):
+    def _load_stand_in(self, index, out, with_mask=False, mask_out=None, exclude=None):
+        """(index, mask or None) of the first good stand-in for `index`, loaded."""
         candidates, group = self.stand_ins(index)
         for j in candidates:
+            j = int(j)
+            if j == exclude:
+                continue
             try:
-                self._decode_into(int(j), out)
-                return int(j)
+                self._decode_into(j, out)
+                return j, self.load_mask(j, mask_out) if with_mask else None
             except (ValueError, FileNotFoundError) as error:
-                self._record_skip(int(j), error)
+                self._record_skip(j, error)
         raise ValueError(f"No image of {group} could be decoded to stand in for "
                          f"{self.file_paths[index]}; `gen.skipped` lists the bad files.")
 
@@ -179,10 +211,8 @@ class ImageLoader:
 
     def _load_chunk(self, indices, out, masks, rescale):
         pixels = self.buffers.empty(out.shape, np.uint8) if out.dtype != np.uint8 else out
-        for k, index in enumerate(indices):
-            loaded = self.load_into(int(index), pixels[k])
-            if masks is not None:  # the mask of the image actually loaded (a stand-in's)
-                self.load_mask(loaded, out=masks[k])
+        for k, index in enumerate(indices):  # a mask is the loaded image's (a stand-in's)
+            self.load_with_mask(int(index), pixels[k], None if masks is None else masks[k])
         if pixels is not out:
             batching.convert_into(out, pixels, rescale)
 
@@ -237,13 +267,20 @@ class ImageLoader:
 
     # ----------------------------------------------------------------- checks
     def validate(self):
-        """Decodes every file once (in parallel, with progress); returns the bad paths."""
+        """Decodes every file (and mask) once, in parallel, with progress; returns the
+        bad paths: files that cannot be read or decoded, or are larger than
+        `max_pixels` (a bad mask is listed by its own path)."""
         def check(index):
             try:
                 self._decoded(index, self.image_size)
-                return None
             except (ValueError, FileNotFoundError):
                 return self.file_paths[index]
+            if self.mask_paths is not None:
+                try:
+                    self.load_mask(index)
+                except (ValueError, FileNotFoundError):
+                    return self.mask_paths[index]
+            return None
 
         results = self.pool().map(check, range(len(self.file_paths)))
         return [p for p in progress(results, "Validating images", len(self.file_paths),

@@ -9,40 +9,131 @@ import warnings
 import numpy as np
 
 from kerasgen import _checks, seeding
-from kerasgen.images import IMAGE_EXTENSIONS, is_image_file
+from kerasgen.images import IMAGE_EXTENSIONS, file_kind, is_image_file, is_inside
 
 
-def _image_files(folder, follow_links, visited=None):
-    """Every image file under `folder`, recursively, in sorted order; hidden files and
-    folders (names starting with '.') are ignored.
+class _Walk:
+    """Lists the image files of one image folder (one or several walks: the root, or each
+    class folder), in os.walk's sorted order: a folder's files, then its subfolders,
+    each sorted by name. Hidden files and folders (names starting with '.') are ignored.
 
-    With `follow_links`, a folder is entered only once whatever the links leading to it:
-    `visited` holds the real paths of the folders listed so far (shared by the walks of
-    one listing), and a link back to one of them (a loop, or a second way to the same
-    files) is skipped with a warning."""
-    found = []
-    if follow_links:
-        visited = set() if visited is None else visited
-        visited.add(os.path.realpath(folder))
-    for root, dirs, files in os.walk(folder, followlinks=follow_links):
-        dirs[:] = sorted(d for d in dirs if not d.startswith("."))  # .ipynb_checkpoints...
-        if follow_links:
-            dirs[:] = [d for d in dirs if _first_visit(os.path.join(root, d), visited)]
-        found.extend(os.path.join(root, f) for f in sorted(files)
-                     if is_image_file(f) and not f.startswith("."))
-    return found
+    Only regular files are listed: an entry named like an image that is a FIFO, a socket,
+    a device or a broken link is left out, with a warning (reading a FIFO would block
+    forever).
 
+    Symbolic links, as Keras's os.walk(followlinks=follow_links) meets them: a link to a
+    file, and a class folder that is a link, are read with either setting; a link to a
+    folder inside a class folder (or inside a flat folder) is entered only with
+    `follow_links`. Without `follow_links`, nothing outside `root` is read: a link that
+    leads out of it is an error naming it (Keras would read it). With `follow_links`,
+    each real folder is entered once, whatever the links leading to it: a link back to a
+    folder already listed (a loop, or a second way to the same files) is skipped with a
+    warning naming it.
+    """
 
-def _first_visit(path, visited):
-    """True the first time the walk meets the real folder `path` leads to."""
-    real = os.path.realpath(path)
-    if real in visited:
-        warnings.warn(f"{path!r} leads to {real!r}, a folder already listed (a loop of "
-                      "symbolic links, or a second link to the same folder): its files "
-                      "are listed once, not again under this path.", stacklevel=6)
+    def __init__(self, root, follow_links):
+        self.follow_links = follow_links
+        self.root = os.path.realpath(root)
+        self.visited = set()
+        self.odd, self.escapes, self.notes = [], [], []
+
+    def files(self, folder):
+        """The image files under `folder`, recursively."""
+        found = []
+        if self.follow_links:
+            self.visited.add(os.path.realpath(folder))
+        elif os.path.islink(folder) and not self._inside(folder):
+            return found  # a class folder that leads out: named by `finish`
+        self._walk(folder, found)
+        return found
+
+    def _inside(self, link):
+        real = os.path.realpath(link)
+        if is_inside(real, self.root):
+            return True
+        self.escapes.append((link, real))
         return False
-    visited.add(real)
-    return True
+
+    def _walk(self, folder, found):
+        try:
+            with os.scandir(folder) as listing:
+                entries = sorted((e for e in listing if not e.name.startswith(".")),
+                                 key=lambda e: e.name)  # .ipynb_checkpoints, .DS_Store...
+        except OSError as error:
+            self.notes.append(f"Cannot list the folder {folder!r} ({error}); its images "
+                              "are left out.")
+            return
+        folders = []
+        for entry in entries:
+            if _is_folder(entry):  # a link to a folder counts, as in os.walk
+                folders.append(entry)
+            elif is_image_file(entry.name):
+                if entry.is_symlink() and not self.follow_links and not self._inside(
+                        entry.path):
+                    continue
+                (found if _is_regular(entry) else self.odd).append(entry.path)
+        for entry in folders:
+            if entry.is_symlink() and not self.follow_links:
+                continue  # os.walk(followlinks=False): a folder, but not entered
+            if self.follow_links and not self._first_visit(entry.path):
+                continue
+            self._walk(entry.path, found)
+
+    def _first_visit(self, path):
+        """True the first time the walk meets the real folder `path` leads to."""
+        real = os.path.realpath(path)
+        if real in self.visited:
+            self.notes.append(
+                f"{path!r} leads to {real!r}, a folder already listed (a loop of symbolic "
+                "links, or a second link to the same folder): its files are listed once, "
+                "not again under this path.")
+            return False
+        self.visited.add(real)
+        return True
+
+    def finish(self, stacklevel=4):
+        """Raises the links that lead out of the root; warns of what was left out."""
+        if self.escapes:
+            n = len(self.escapes)
+            shown = ", ".join(f"{link} -> {real}" for link, real in self.escapes[:5])
+            raise ValueError(
+                f"{n} symbolic link{'s' if n > 1 else ''} in {self.root} lead"
+                f"{'' if n > 1 else 's'} outside it: {shown}{' ...' if n > 5 else ''}. With "
+                "follow_links=False (the default) nothing outside `directory` is read. "
+                "Pass follow_links=True to follow links out of `directory`, or replace "
+                "the links by the files.")
+        for note in self.notes:
+            warnings.warn(note, stacklevel=stacklevel)
+        if self.odd:
+            n = len(self.odd)
+            shown = ", ".join(f"{path} ({_odd_kind(path)})" for path in self.odd[:5])
+            warnings.warn(
+                f"Leaving out {n} entr{'ies' if n > 1 else 'y'} named like an image but "
+                f"not a regular file: {shown}{' ...' if n > 5 else ''}. Only regular files "
+                "(and links to them) are read as images.", stacklevel=stacklevel)
+
+
+def _is_folder(entry):
+    try:
+        return entry.is_dir()
+    except OSError:
+        return False
+
+
+def _is_regular(entry):
+    try:
+        return entry.is_file()  # follows links; no system call for a plain file
+    except OSError:
+        return False
+
+
+def _odd_kind(path):
+    try:
+        return file_kind(os.stat(path).st_mode)
+    except FileNotFoundError:
+        return "a broken symbolic link"
+    except OSError as error:
+        return str(error)
 
 
 def keras_order(paths):
@@ -69,8 +160,10 @@ def list_image_folder(directory, class_names=None, classes_required=True,
             "(not found)." if not os.path.exists(directory) else
             f"`directory` must be a folder. Received: directory={directory!r} (a file)."
         )
+    walk = _Walk(directory, follow_links)
     if flat:
-        paths = _image_files(directory, follow_links)
+        paths = walk.files(directory)
+        walk.finish()
         if not paths:
             raise ValueError(_no_images_message(directory))
         return paths, None, None
@@ -95,21 +188,23 @@ def list_image_folder(directory, class_names=None, classes_required=True,
                 "subfolder named after the class, or pass label_mode=None to load the "
                 "folder's images without labels."
             )
-        paths = _image_files(directory, follow_links)
+        paths = walk.files(directory)
+        walk.finish()
         if not paths:
             raise ValueError(_no_images_message(directory))
         return paths, None, None
     paths, class_ids = [], []
     # a link inside one class folder to the root or to a class folder lists nothing again
-    visited = {os.path.realpath(p) for p in [directory] + [
-        os.path.join(directory, name) for name in class_names]}
+    walk.visited.update(os.path.realpath(p) for p in [directory] + [
+        os.path.join(directory, name) for name in class_names])
     for class_id, name in enumerate(class_names):
-        files = _image_files(os.path.join(directory, name), follow_links, visited)
-        if not files:
+        files = walk.files(os.path.join(directory, name))
+        if not files and not walk.escapes:
             warnings.warn(f"Class folder {os.path.join(directory, name)!r} holds no "
                           f"images; class {name!r} will have no samples.", stacklevel=3)
         paths.extend(files)
         class_ids.extend([class_id] * len(files))
+    walk.finish()
     if not paths:
         raise ValueError(_no_images_message(directory))
     return paths, np.asarray(class_ids, dtype="int64"), class_names
@@ -342,7 +437,8 @@ def resolve_paths(values, table, directory, allow_outside, describe):
             if os.path.commonpath([real, real_root]) != real_root:
                 raise ValueError(
                     f"The path {value!r} at {describe(i)} leaves `directory` "
-                    f"({root}) through '..' or an absolute path. Fix the CSV, or pass "
+                    f"({root}) through '..', an absolute path or a symbolic link. Fix the "
+                    "CSV, or pass "
                     "allow_outside=True if that is intended."
                 )
         paths.append(path)
