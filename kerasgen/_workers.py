@@ -501,4 +501,7 @@ def _serve(conn, main):
             except Exception:
                 error = RuntimeError(f"{type(error).__name__}: {error}")
             reply = ("error", task_id, error, trace)
-        conn.send(reply)
+        try:
+            conn.send(reply)
+        except OSError:  # the parent is gone (killed, interrupted): end quietly
+            return
