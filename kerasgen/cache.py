@@ -5,6 +5,7 @@ augment. Rows are filled as batches load them; a row is marked filled only after
 pixels are written.
 """
 
+import errno
 import hashlib
 import json
 import mmap
@@ -15,7 +16,7 @@ import weakref
 
 import numpy as np
 
-from kerasgen import _workers
+from kerasgen import _atomic, _workers
 
 
 def cache_key(file_paths, shape, color_mode, interpolation):
@@ -128,6 +129,13 @@ class SharedMemoryCache(MemoryCache):
             self._map(fd)
 
 
+def _amount(size):
+    for unit, scale in (("GiB", 2**30), ("MiB", 2**20)):
+        if size >= scale:
+            return f"{size} bytes ({size / scale:.1f} {unit})"
+    return f"{size} bytes"
+
+
 class FileCache(MemoryCache):
     """Decoded samples in a memory-mapped file (`path`): the key, a filled flag per
     sample, then the samples.
@@ -136,6 +144,12 @@ class FileCache(MemoryCache):
     modification times, image size, colour mode) matches; rebuilt otherwise, as a new
     file put in place atomically, so a process still reading the old one keeps reading
     it. A process that opens a file rebuilt for other data refuses it.
+
+    The file's disk space is reserved when it is made (posix_fallocate): writing into a
+    memory map beyond what the disk can hold kills the process with SIGBUS, so a disk
+    too full for the cache is an OSError here instead. A file found shorter than its
+    layout (truncated by another program) is refused when mapped and before every read
+    or write; a truncation between that check and the access cannot be caught.
     """
 
     def __init__(self, path, num_samples, sample_shape, key):
@@ -145,19 +159,50 @@ class FileCache(MemoryCache):
         if not os.path.isdir(folder):
             raise FileNotFoundError(f"`cache` must be a file path in an existing folder. "
                                     f"Received: cache={self.path!r} ({folder} not found).")
-        size = KEY_BYTES + num_samples * (int(np.prod(self.sample_shape)) + 1)
+        self.size = KEY_BYTES + num_samples * (int(np.prod(self.sample_shape)) + 1)
+        self._mapping = None
         found = self._stored_key()
-        if found == key and os.path.getsize(self.path) == size:
+        if found == key and os.path.getsize(self.path) == self.size:
             return
-        if found is not None:
+        if found == key:
+            warnings.warn(f"The cache {self.path} has {os.path.getsize(self.path)} bytes, "
+                          f"not the {self.size} it was made with (truncated or changed by "
+                          "another program); rebuilding it.", stacklevel=4)
+        elif found is not None:
             warnings.warn(f"The cache {self.path} was made for other files or settings; "
                           "rebuilding it. Give each generator its own cache file.",
                           stacklevel=4)
-        temporary = f"{self.path}.tmp-{os.getpid()}"
-        with open(temporary, "wb") as f:
-            f.write(key.encode().ljust(KEY_BYTES, b" "))
-            f.truncate(size)  # sparse zeros: nothing filled yet
-        os.replace(temporary, self.path)
+        with _atomic.replacing(self.path) as f:
+            try:
+                f.write(key.encode().ljust(KEY_BYTES, b" "))
+                f.flush()
+            except OSError as error:
+                if error.errno in (errno.ENOSPC, errno.EDQUOT):
+                    self._no_room(error)
+                raise
+            self._reserve(f.fileno())  # zeros: nothing filled yet
+
+    def _reserve(self, fd):
+        try:
+            if not hasattr(os, "posix_fallocate"):
+                raise OSError(errno.EOPNOTSUPP, "posix_fallocate is not available")
+            os.posix_fallocate(fd, 0, self.size)
+            return
+        except OSError as error:
+            if error.errno not in (errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL):
+                self._no_room(error)
+        # This file system cannot reserve space: check that it is free, at least.
+        free = os.statvfs(fd)
+        if free.f_bavail * free.f_frsize < self.size:
+            self._no_room(OSError(errno.ENOSPC, os.strerror(errno.ENOSPC)))
+        os.ftruncate(fd, self.size)
+
+    def _no_room(self, error):
+        raise OSError(error.errno, (
+            f"Cannot reserve {_amount(self.size)} for the image cache {self.path} "
+            f"({error.strerror}). Free that much space on its "
+            "disk, give `cache` a path on a disk with room, or use cache='auto' (RAM, up "
+            "to a budget) or cache=None.")) from error
 
     def _stored_key(self):
         try:
@@ -166,19 +211,51 @@ class FileCache(MemoryCache):
         except OSError:
             return None
 
+    def _check_size(self):
+        found = self._mapping.size()  # the mapped file's size now (fstat), not the path's
+        if found < self.size:
+            raise RuntimeError(
+                f"The cache file {self.path} was truncated to {found} bytes while in use "
+                f"(its layout needs {self.size}); reading it would crash the process. "
+                "Another program changed it: delete it and build the generator again.")
+
     def _arrays(self):
         if self._data is None:
             with self._lock:
                 if self._data is None:
-                    if self._stored_key() != self.key:
-                        raise RuntimeError(
-                            f"The cache file {self.path} was rebuilt for other files or "
-                            "settings after this generator was built (another generator "
-                            "uses the same path). Give each generator its own cache file.")
+                    with open(self.path, "r+b") as f:
+                        key = f.read(KEY_BYTES).decode(errors="replace").strip()
+                        if key != self.key:
+                            raise RuntimeError(
+                                f"The cache file {self.path} was rebuilt for other files "
+                                "or settings after this generator was built (another "
+                                "generator uses the same path). Give each generator its "
+                                "own cache file.")
+                        found = os.fstat(f.fileno()).st_size
+                        if found < self.size:
+                            raise RuntimeError(
+                                f"The cache file {self.path} has {found} bytes, not the "
+                                f"{self.size} its layout needs: another program truncated "
+                                "it. Delete it and build the generator again.")
+                        self._mapping = mmap.mmap(f.fileno(), self.size)
+                    memory = np.frombuffer(self._mapping, np.uint8)
                     n = self.num_samples
-                    self._filled = np.memmap(self.path, dtype=np.uint8, mode="r+",
-                                             offset=KEY_BYTES, shape=(n,))
-                    self._data = np.memmap(self.path, dtype=np.uint8, mode="r+",
-                                           offset=KEY_BYTES + n,
-                                           shape=(n,) + self.sample_shape)
+                    self._filled = memory[KEY_BYTES:KEY_BYTES + n]
+                    self._data = memory[KEY_BYTES + n:].reshape((n,) + self.sample_shape)
         return self._data, self._filled
+
+    def get(self, index):
+        data, filled = self._arrays()
+        self._check_size()
+        return data[index] if filled[index] else None
+
+    def put(self, index, sample):
+        data, filled = self._arrays()
+        self._check_size()
+        data[index] = sample
+        filled[index] = True
+
+    def __getstate__(self):  # a worker process maps the file itself
+        state = super().__getstate__()
+        state["_mapping"] = None
+        return state

@@ -6,7 +6,7 @@ import time
 
 import keras
 
-from kerasgen import _checks
+from kerasgen import _atomic, _checks
 from kerasgen import stats as stats_mod
 from kerasgen._keras_compat import last_begun
 
@@ -14,10 +14,8 @@ from kerasgen._keras_compat import last_begun
 def _write_json(path, state):
     folder = os.path.dirname(os.path.abspath(path))
     os.makedirs(folder, exist_ok=True)
-    temporary = f"{path}.tmp-{os.getpid()}"
-    with open(temporary, "w") as f:
+    with _atomic.replacing(path, "w") as f:  # a crash never leaves half a file
         json.dump(state, f)
-    os.replace(temporary, path)  # atomic: a crash never leaves half a file
 
 
 class GeneratorCheckpoint(keras.callbacks.Callback):

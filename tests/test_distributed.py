@@ -278,3 +278,23 @@ def test_an_error_in_a_worker_process_names_the_batch_and_file(image_folder):
         model.fit(gen, epochs=1, verbose=0, shuffle=False)
     notes = " ".join(getattr(caught.value, "__notes__", []))
     assert "while loading batch" in notes and "of epoch 0" in notes
+
+
+def test_the_checkpoint_writes_no_file_through_a_planted_symlink(tmp_path):
+    """The state used to be written as <path>.tmp-<pid>, following a symlink put there."""
+    path = tmp_path / "gen.json"
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious")
+    for pid in range(os.getpid() - 5, os.getpid() + 6):  # the old predictable names
+        os.symlink(victim, f"{path}.tmp-{pid}")
+    planted = set(os.listdir(tmp_path))
+    gen = kg.ArrayGenerator(np.zeros((16, 2)), np.zeros(16), batch_size=4, seed=3)
+    model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
+    model.compile("sgd", "mse")
+    checkpoint = kg.callbacks.GeneratorCheckpoint(path, every_n_batches=1)
+    model.fit(gen, epochs=1, verbose=0, callbacks=[checkpoint])
+    assert victim.read_text() == "precious"
+    assert set(os.listdir(tmp_path)) == planted | {"gen.json"}  # no temporary file left
+    assert not path.is_symlink()
+    assert json.loads(path.read_text()) == gen.get_state()
+    assert json.loads(path.read_text())["epoch"] == 1

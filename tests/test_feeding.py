@@ -355,3 +355,33 @@ def test_decoding_leaves_cores_to_a_slow_consumer_and_widens_when_it_waits(
     assert not [name for name in used if name.startswith("kerasgen-decode")]  # one each
     gen.loader.pace(waited=True)  # the consumer had to wait: every thread again
     assert gen.loader._width is None
+
+
+def test_a_killed_worker_process_ends_fit_with_an_error_naming_it():
+    """Keras's own pool would wait for the dead worker's batch forever."""
+    from .test_distributed import worker_pids
+
+    before = worker_pids()
+    gen = Slow(n=400, delay=0.02, batch_size=8, workers=2, use_multiprocessing=True)
+    victims = []
+
+    def kill_one(batch, logs):
+        if batch == 0:
+            victims.append(max(worker_pids() - before))
+            os.kill(victims[0], signal.SIGKILL)
+
+    model = keras.Sequential([keras.Input((4, 4, 3)), keras.layers.Flatten(),
+                              keras.layers.Dense(2)])
+    model.compile("sgd", keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    started = time.perf_counter()
+    # The RuntimeError itself under JAX and torch; under TensorFlow a batch after the
+    # first comes through tf.data, which re-raises it as an UnknownError carrying its text.
+    with pytest.raises(Exception, match=r"pid \d+, worker \d of 2\) was killed by signal "
+                                        r"SIGKILL") as caught:
+        model.fit(gen, epochs=2, verbose=0, callbacks=[
+            keras.callbacks.LambdaCallback(on_train_batch_end=kill_one)])
+    assert time.perf_counter() - started < 20
+    assert isinstance(caught.value, RuntimeError) or "RuntimeError" in str(caught.value)
+    assert f"(pid {victims[0]}, worker" in str(caught.value)
+    gen.on_epoch_end()
+    assert not worker_pids() - before  # the other worker ended too

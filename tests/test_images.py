@@ -2,6 +2,7 @@
 
 import os
 import pickle
+import re
 
 import cv2
 import numpy as np
@@ -156,6 +157,95 @@ def test_file_cache_is_reused_across_runs_and_rebuilt_on_change(image_folder, tm
         write_image(str(tmp_path / "solo" / "a.png"))
         kg.ImageFolderGenerator(tmp_path / "solo", cache=str(tmp_path / "no" / "c.bin"),
                                 label_mode=None)
+
+
+
+def cache_bytes(gen, shape=(6, 6, 3)):
+    return 64 + len(gen.file_paths) * (int(np.prod(shape)) + 1)  # key, flags, samples
+
+
+@pytest.mark.parametrize("how", ["fallocate", "unsupported"])
+def test_a_disk_too_full_for_the_file_cache_is_an_error_before_training(
+        image_folder, tmp_path, monkeypatch, how):
+    """Writing through a memory map to a full disk would kill the process with SIGBUS:
+    the space is reserved up front, and a lack of it is an error naming the cache."""
+    import errno
+
+    def no_room(fd, offset, length):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    def unsupported(fd, offset, length):
+        raise OSError(errno.EOPNOTSUPP, os.strerror(errno.EOPNOTSUPP))
+
+    real_statvfs = os.statvfs
+
+    def tiny_disk(target):
+        found = real_statvfs(target)
+        return os.statvfs_result((found.f_bsize, 1024, 10, 1, 1) + tuple(found)[5:])
+
+    if how == "fallocate":
+        monkeypatch.setattr(os, "posix_fallocate", no_room)
+    else:  # a file system without fallocate: its free space is checked instead
+        monkeypatch.setattr(os, "posix_fallocate", unsupported)
+        monkeypatch.setattr(os, "statvfs", tiny_disk)
+    spec = tmp_path / "cache" / "cache.bin"
+    spec.parent.mkdir()
+    size = cache_bytes(kg.ImageFolderGenerator(image_folder, cache=None))
+    with pytest.raises(OSError, match=rf"Cannot reserve {size} bytes for the image cache "
+                                      rf"{re.escape(str(spec))} \(No space left on device\)\. "
+                                      "Free that much space"):
+        kg.ImageFolderGenerator(image_folder, image_size=(6, 6), cache=str(spec))
+    assert os.listdir(spec.parent) == []  # neither the cache nor a temporary file
+    monkeypatch.undo()
+    gen = kg.ImageFolderGenerator(image_folder, image_size=(6, 6), cache=str(spec))
+    assert os.path.getsize(spec) == size and gen[0][0].shape[1:] == (6, 6, 3)
+    assert os.listdir(spec.parent) == ["cache.bin"]
+
+
+def test_a_file_cache_truncated_by_another_program_is_refused_not_a_crash(image_folder,
+                                                                         tmp_path):
+    spec = str(tmp_path / "cache.bin")
+    common = dict(image_size=(6, 6), batch_size=12, shuffle=False, cache=spec)
+    gen = kg.ImageFolderGenerator(image_folder, **common)
+    first = gen[0][0]  # mapped and filled
+    fresh = kg.ImageFolderGenerator(image_folder, **common)  # reuses it, not mapped yet
+    size = os.path.getsize(spec)
+    os.truncate(spec, 100)  # reading the mapped pages past 100 bytes would be SIGBUS
+    with pytest.raises(RuntimeError, match=re.escape(
+            f"The cache file {spec} was truncated to 100 bytes while in use (its layout "
+            f"needs {size})")):
+        gen[0]
+    with pytest.raises(RuntimeError, match=re.escape(
+            f"{spec} has 100 bytes, not the {size} its layout needs")):
+        fresh[0]
+    with pytest.warns(UserWarning, match=re.escape(
+            f"The cache {spec} has 100 bytes, not the {size} it was made with")):
+        rebuilt = kg.ImageFolderGenerator(image_folder, **common)
+    np.testing.assert_array_equal(rebuilt[0][0], first)
+    assert os.path.getsize(spec) == size
+
+
+def test_file_cache_writes_no_file_through_a_planted_symlink(image_folder, tmp_path):
+    """The cache used to be written as <path>.tmp-<pid>, following a symlink put there."""
+    spec = tmp_path / "cache.bin"
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious")
+    for pid in range(os.getpid() - 5, os.getpid() + 6):  # the old predictable names
+        os.symlink(victim, f"{spec}.tmp-{pid}")
+    planted = set(os.listdir(tmp_path))
+    gen = kg.ImageFolderGenerator(image_folder, image_size=(6, 6), batch_size=12,
+                                  shuffle=False, cache=str(spec))
+    expected = kg.ImageFolderGenerator(image_folder, image_size=(6, 6), batch_size=12,
+                                       shuffle=False, cache=None)[0][0]
+    np.testing.assert_array_equal(gen[0][0], expected)
+    assert victim.read_text() == "precious"
+    assert set(os.listdir(tmp_path)) == planted | {"cache.bin"}  # no temporary file left
+    assert not spec.is_symlink() and spec.stat().st_size == cache_bytes(gen)
+    reused = kg.ImageFolderGenerator(image_folder, image_size=(6, 6), batch_size=12,
+                                     shuffle=False, cache=str(spec))
+    for path in reused.file_paths:
+        os.rename(path, path + ".moved")
+    np.testing.assert_array_equal(reused[0][0], expected)  # from the file written
 
 
 @pytest.fixture
