@@ -1,22 +1,22 @@
 """`Generator`: the PyDataset that wires source, sampler, loader, augmentation and batching.
 
 A subclass says how many samples there are, their labels, and how to load sample i
-(`load_sample`); everything else (order, epochs, label encoding, augmentation, batch
-assembly, workers, state) lives here.
+(`load_sample`). The order of the epochs (seed, epoch, resume position, shard, plan and
+state) is an `_order.EpochOrder`; label encoding, augmentation, batch assembly and
+workers are wired here.
 """
 
 import copy
-import math
 import numbers
 import time
 
 import numpy as np
 from keras.utils import PyDataset
 
-from kerasgen import _ahead, _checks, _keras_compat, _malloc, _workers, batching, seeding
+from kerasgen import _ahead, _checks, _keras_compat, _malloc, _order, _workers, batching
 from kerasgen import labels as labels_mod
 from kerasgen import augment as augment_mod
-from kerasgen import samplers as samplers_mod
+from kerasgen import seeding
 from kerasgen import stats as stats_mod
 
 AUTO = "auto"
@@ -64,9 +64,10 @@ class Generator(PyDataset):
             `shard`).
         sampler: None, a `kg.samplers` sampler (RandomOverSampler, RandomUnderSampler,
             BalancedBatchSampler, SMOTE), an imbalanced-learn sampler (anything with
-            `fit_resample` and `sample_indices_`), or an object with
-            `plan(labels, seed, epoch) -> indices`. It chooses the samples of each epoch,
-            anew from (seed, epoch); len(gen) follows the plan.
+            `fit_resample` and `sample_indices_`), or any `kg.samplers.Sampler`: an
+            object with `plan(labels, seed, epoch, **context) -> indices or Plan`. It
+            chooses the samples of each epoch, anew from (seed, epoch); len(gen) follows
+            the plan. None: `Shuffle()` order with shuffle=True, else `Sequential()`.
         features: for SMOTE, the feature space of the neighbour search (n, ...) (the
             data itself for arrays; small thumbnails for images by default).
         drop_remainder: drop the last partial batch.
@@ -113,7 +114,7 @@ class Generator(PyDataset):
         self.num_samples = _checks.non_negative_int("num_samples", num_samples)
         self.batch_size = _checks.positive_int("batch_size", batch_size)
         self.shuffle = bool(shuffle)
-        self.seed = seeding.resolve_seed(seed)
+        seed = seeding.resolve_seed(seed)
         self.dtype = _checks.one_of("dtype", dtype, batching.DTYPES)
         self.drop_remainder = bool(drop_remainder)
         self.augment = augment
@@ -138,7 +139,6 @@ class Generator(PyDataset):
             )
         self.mask_format = _checks.one_of("mask_format", mask_format, labels_mod.MASK_FORMATS)
         self.sampler = sampler
-        self._sampler = samplers_mod.as_sampler(sampler)
         if features is not None and len(features) != self.num_samples:
             raise ValueError(
                 f"`features` must hold one row per sample ({self.num_samples}, in the order "
@@ -177,12 +177,15 @@ class Generator(PyDataset):
                 raise ValueError(f"`sample_weight` must be finite. Received: "
                                  f"{sample_weight[i]} at {self.describe_sample(i)}.")
         self.sample_weight = sample_weight
-        self._epoch = 0
+        context = None
+        if sampler is not None:
+            context = {"class_names": self.class_names, "features": self.sampler_features}
+        self._order = _order.EpochOrder(
+            self.num_samples, self.batch_size, sampler=sampler, shuffle=self.shuffle,
+            seed=seed, drop_remainder=self.drop_remainder, labels=self.labels,
+            context=context, prepare=self.use_multiprocessing)
         self._epoch_open = False
-        self._plan_cache = None
-        self._offset = 0  # batches of the current epoch skipped on a mid-epoch resume
         self._short_epoch_done = False  # a resumed, shortened epoch just ended in fit
-        self._shard = None
         self._stats = stats_mod.PipelineStats() if stats else None
         self.fit_wait_s = None  # set by kg.callbacks.PipelineStats each epoch
         if (num_shards is None) != (shard_index is None):
@@ -198,7 +201,7 @@ class Generator(PyDataset):
         self._ahead_view = None
         self._buffers = batching.BufferPool()  # batch arrays, reused when Keras let go
         if num_shards is not None:
-            self._shard = self.shard(num_shards, shard_index)._shard
+            self._order = self._order.sharded(num_shards, shard_index)
         if len(self) == 0:
             raise ValueError(
                 f"The generator would yield no batch: {self.num_samples} samples, "
@@ -221,7 +224,18 @@ class Generator(PyDataset):
     @property
     def epoch(self):
         """The epoch whose batches `gen[i]` returns now."""
-        return self._epoch
+        return self._order.epoch
+
+    @property
+    def seed(self):
+        """The seed every random draw derives from (drawn once when given as None)."""
+        return self._order.seed
+
+    @seed.setter
+    def seed(self, seed):
+        order = self._order
+        order.move_to(order.epoch, order.offset, seeding.resolve_seed(seed))
+        self._forget_ahead()
 
     @property
     def labels(self):
@@ -236,39 +250,17 @@ class Generator(PyDataset):
     def num_classes(self):
         return self._targets.num_classes
 
-    def _epoch_batches(self):
-        """Batches in the whole epoch's plan, before sharding and resuming."""
-        n = len(self.epoch_plan()) if self._sampler is not None else self.num_samples
-        if self.drop_remainder:
-            return n // self.batch_size
-        return math.ceil(n / self.batch_size)
-
     @property
     def num_batches(self):
         """Batches in this epoch, as Keras reads it (`len(gen)`). Keras's adapter is
         adopted here (see _keras_compat): no tf.data autotuning, and no extra batch
         shuffle when this generator orders its own epochs."""
-        _keras_compat.adopt_adapter(self.shuffle or self._sampler is not None,
+        _keras_compat.adopt_adapter(self.shuffle or self.sampler is not None,
                                     own_workers=self.use_multiprocessing and bool(self._ahead))
         return len(self)
 
     def __len__(self):
-        total = self._epoch_batches()
-        if self._shard is not None:
-            num_shards, index, remainder = self._shard
-            total = (math.ceil(total / num_shards) if remainder == "pad"
-                     else total // num_shards)
-        return max(0, total - self._offset)
-
-    def _global_batch(self, index):
-        """The batch of the epoch's plan that local batch `index` reads."""
-        index += self._offset
-        if self._shard is None:
-            return index
-        num_shards, shard_index, _ = self._shard
-        batch = index * num_shards + shard_index
-        total = self._epoch_batches()
-        return batch % total  # padding wraps to the start of the epoch
+        return self._order.num_batches()
 
     def shard(self, num_shards, index, remainder="pad"):
         """A view of this generator holding shard `index` of `num_shards`.
@@ -281,19 +273,10 @@ class Generator(PyDataset):
         incomplete last round is left out (different batches each epoch). Samplers run
         on the whole data set, and each shard reads its share of their plan.
         """
-        num_shards = _checks.positive_int("num_shards", num_shards)
-        index = _checks.non_negative_int("index", index)
-        if index >= num_shards:
-            _checks.fail("index", f"in [0, num_shards) = [0, {num_shards})", index)
-        _checks.one_of("remainder", remainder, ("pad", "drop"))
+        order = self._order.sharded(num_shards, index, remainder)
         view = copy.copy(self)
-        view._shard = None if num_shards == 1 else (num_shards, index, remainder)
-        view._plan_cache = None
+        view._order = order
         view._ahead = view._new_ahead()
-        if len(view) == 0 and view._offset == 0:
-            raise ValueError(f"Shard {index} of {num_shards} would hold no batch: the epoch "
-                             f"has {self._epoch_batches()} batches. Use fewer shards or a "
-                             "smaller batch_size.")
         return view
 
     def to_tf_dataset(self, epochs=None, num_parallel_calls=None, prefetch=None):
@@ -308,43 +291,22 @@ class Generator(PyDataset):
     def at_epoch(self, epoch):
         """A view of this generator serving `epoch` (for parallel readers of other epochs;
         it makes no batches ahead)."""
+        order = self._order.at_epoch(epoch)
         view = copy.copy(self)
-        view._epoch = _checks.non_negative_int("epoch", epoch)
-        view._plan_cache = self._plan_cache if epoch == self._epoch else None
-        view._offset = 0 if epoch != self._epoch else self._offset
+        view._order = order
         view._ahead = view._ahead_view = None  # parallel readers ask out of order
         return view
 
     def __repr__(self):
         return (f"{type(self).__name__}(num_samples={self.num_samples}, "
                 f"batch_size={self.batch_size}, shuffle={self.shuffle}, seed={self.seed}, "
-                f"label_mode={self.label_mode!r}, epoch={self._epoch})")
+                f"label_mode={self.label_mode!r}, epoch={self.epoch})")
 
     # ----------------------------------------------------------------- order
     def epoch_plan(self, epoch=None):
-        """The sample indices of `epoch` (default: the current one), in batch order."""
-        epoch = self._epoch if epoch is None else epoch
-        cached = self._plan_cache
-        if cached is not None and cached[0] == epoch:
-            return cached[1]
-        if self._sampler is not None:
-            plan = self._sampler(self.labels, self.seed, epoch, batch_size=self.batch_size,
-                                 class_names=self.class_names,
-                                 features=self.sampler_features)
-            if not isinstance(plan, samplers_mod.Plan):
-                plan = np.asarray(plan, dtype="int64")
-            elif self.use_multiprocessing:  # workers would each redo it every epoch
-                plan.prepare_all()
-            if len(plan) and (plan.indices if isinstance(plan, samplers_mod.Plan)
-                              else plan).max() >= self.num_samples:
-                raise ValueError(f"The sampler's plan names sample indices beyond the "
-                                 f"{self.num_samples} samples of this generator.")
-        elif self.shuffle:
-            plan = seeding.rng(self.seed, seeding.ORDER, epoch).permutation(self.num_samples)
-        else:
-            plan = np.arange(self.num_samples)
-        self._plan_cache = (epoch, plan)
-        return plan
+        """The sample indices of `epoch` (default: the current one), in batch order (a
+        `kg.samplers.Plan` where the sampler makes synthetic samples, as SMOTE)."""
+        return self._order.epoch_plan(epoch)
 
     def on_epoch_begin(self):
         if self._short_epoch_done:
@@ -364,10 +326,9 @@ class Generator(PyDataset):
         if not self._epoch_open and _keras_compat.called_from_keras_reset():
             self._short_epoch_done = False  # a new fit: Keras measures the length anew
             return
-        self._short_epoch_done = self._offset > 0 and self._epoch_open
+        self._short_epoch_done = self._order.offset > 0 and self._epoch_open
         self._epoch_open = False
-        self._epoch += 1
-        self._offset = 0
+        self._order.next_epoch()
         self._forget_ahead()
         if self._pool is not None:
             self._pool.stop()  # as Keras's pool: no worker process outlives the epoch
@@ -376,41 +337,20 @@ class Generator(PyDataset):
         """A small JSON-able dict; `set_state` on a fresh generator resumes from it.
 
         `batches_done`: batches of the current epoch already consumed (by model.fit, say);
-        the state then resumes mid-epoch, with the batch after them.
+        the state then resumes mid-epoch, with the batch after them. The state holds the
+        epoch, the batch position, the seed, and what identifies the run: num_samples,
+        batch_size, shard, the sampler (its repr) and the source (a checksum of the
+        labels).
         """
-        position = self._offset + _checks.non_negative_int("batches_done", batches_done)
-        epoch = self._epoch
-        if position and position >= self._offset + len(self):  # the epoch is complete
-            epoch, position = epoch + 1, 0
-        return {"epoch": epoch, "batch": position, "seed": self.seed,
-                "num_samples": self.num_samples, "batch_size": self.batch_size,
-                "shard": list(self._shard[:2]) if self._shard else None}
+        return self._order.get_state(batches_done)
 
     def set_state(self, state):
-        if state.get("num_samples") != self.num_samples:
-            raise ValueError(
-                "The state belongs to a generator over "
-                f"{state.get('num_samples')} samples, this one has {self.num_samples}. "
-                "Restore it into a generator built over the same data."
-            )
-        for key, mine in (("batch_size", self.batch_size),
-                          ("shard", list(self._shard[:2]) if self._shard else None)):
-            if key in state and state[key] != mine and state.get("batch"):
-                raise ValueError(
-                    f"The state's batch position counts batches of a generator with "
-                    f"{key}={state[key]}, this one has {key}={mine}. Restore it into a "
-                    "generator built the same way."
-                )
-        self.seed = seeding.resolve_seed(state["seed"])
-        self._epoch = _checks.non_negative_int("state['epoch']", state["epoch"])
+        """Resumes from `get_state()`'s dict. A ValueError, changing nothing, for a state
+        of other data (sample count, labels), another sampler or shuffle, or (mid-epoch)
+        another batch_size or shard."""
+        self._order.set_state(state)
         self._epoch_open = False
-        self._plan_cache = None
-        self._offset = 0
-        self._offset = _checks.non_negative_int("state['batch']", state.get("batch", 0))
         self._forget_ahead()
-        if self._offset and len(self) == 0:
-            raise ValueError(f"The state's batch position ({self._offset}) is past the end "
-                             f"of epoch {self._epoch}.")
 
     # ----------------------------------------------------------------- batches
     def __getitem__(self, index):
@@ -426,12 +366,12 @@ class Generator(PyDataset):
             _malloc.keep()
         try:
             if self._ahead is not None:
-                return self._ahead.get(self._epoch, int(index), n_batches)
+                return self._ahead.get(self.epoch, int(index), n_batches)
             return self._timed_batch(index)
         except Exception as error:  # name the batch, also when raised in a worker process
             if hasattr(error, "add_note"):
                 error.add_note(f"kerasgen: while loading batch {index} of epoch "
-                               f"{self._epoch} of {self!r}")
+                               f"{self.epoch} of {self!r}")
             raise
 
     def _new_ahead(self):
@@ -455,14 +395,13 @@ class Generator(PyDataset):
         """Batch `index` of `epoch`, asked of the worker processes (a Future)."""
         if self._pool is None:
             self._pool = _workers.WorkerPool(self, self.workers)
-        offset = self._offset if epoch == self._epoch else 0
-        return self._pool.submit(epoch, offset, index, self.seed)
+        order = self._order
+        offset = order.offset if epoch == order.epoch else 0
+        return self._pool.submit(epoch, offset, index, order.seed)
 
     def _worker_batch(self, epoch, offset, index, seed):
         """In a worker process: batch `index` of `epoch` at resume `offset`."""
-        if seed != self.seed:
-            self.seed, self._plan_cache = seed, None
-        self._epoch, self._offset = epoch, offset
+        self._order.move_to(epoch, offset, seed)
         return self._timed_batch(index)
 
     def _forget_ahead(self):
@@ -475,7 +414,7 @@ class Generator(PyDataset):
         """Batch `index` of `epoch`, made on a view fixed at that epoch (so that Keras's
         on_epoch_end, arriving while it is made, changes nothing in it)."""
         view = self._ahead_view
-        if view is None or view._epoch != epoch:
+        if view is None or view.epoch != epoch:
             view = self._ahead_view = self.at_epoch(epoch)
         return view._timed_batch(index)
 
@@ -490,13 +429,9 @@ class Generator(PyDataset):
         return batch
 
     def _batch(self, index):
-        batch_number = self._global_batch(index)  # in the whole epoch: keys the draws
+        # batch_number: the batch in the whole epoch's plan, which keys the draws
+        batch_number, indices, partners, lams = self._order.batch(index)
         start = batch_number * self.batch_size
-        plan = self.epoch_plan()
-        if isinstance(plan, samplers_mod.Plan):
-            indices, partners, lams = plan.batch(start, start + self.batch_size)
-        else:
-            indices, partners, lams = plan[start:start + self.batch_size], None, None
         positions = np.arange(start, start + len(indices))
         if partners is None:
             x, y = self.load_batch(indices, positions)
@@ -518,7 +453,7 @@ class Generator(PyDataset):
                 )
             y = self._targets.batch(indices)
         if self._batch_augmenter is not None:
-            rng = seeding.rng(self.seed, seeding.BATCH_AUGMENT, self._epoch, batch_number)
+            rng = seeding.rng(self.seed, seeding.BATCH_AUGMENT, self.epoch, batch_number)
             x, y = self._batch_augmenter(x, y, rng)
         if y is None:
             return (x,)
@@ -587,8 +522,7 @@ class Generator(PyDataset):
         """{"before": {class: count}, "after": {class: count in this epoch's plan}}."""
         if self.labels is None:
             raise ValueError("class_counts() needs one class label per sample.")
-        plan = self.epoch_plan()
-        after = plan.indices if isinstance(plan, samplers_mod.Plan) else plan
+        after = self._order.plan().indices
         names = self.class_names
 
         def named(ids):
@@ -602,7 +536,8 @@ class Generator(PyDataset):
         """Returns (x, mask) augmented with draws from (seed, epoch, position)."""
         if self._augmenter is None:
             return x, mask
-        rng = seeding.rng(self.seed, seeding.AUGMENT, self._epoch, position)
+        order = self._order
+        rng = seeding.rng(order.seed, seeding.AUGMENT, order.epoch, position)
         if mask is None:
             return self._augmenter(x, rng), None
         return self._augmenter(x, rng, mask=mask)
@@ -613,7 +548,8 @@ class Generator(PyDataset):
 
     def __getstate__(self):
         state = self.__dict__.copy()
-        state.update(_plan_cache=None, _ahead_view=None, _ahead=None, _pool=None)
+        # a copy (copy.copy and views come through here too) moves on its own
+        state.update(_order=self._order.copy(), _ahead_view=None, _ahead=None, _pool=None)
         return state
 
     def __setstate__(self, state):

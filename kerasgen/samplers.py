@@ -1,9 +1,12 @@
-"""Class-imbalance samplers: pure functions (labels, seed, epoch) -> plan.
+"""Samplers: pure functions (labels, seed, epoch) -> plan, the `Sampler` protocol.
 
-A plan is the list of samples of one epoch, in batch order. Random over/under-sampling
-and balanced batches give an index array; SMOTE gives a `Plan` whose synthetic entries
-are (i, neighbour slot, lam), realised at batch time as x_i + lam * (x_j - x_i), with j
-the slot-th nearest same-class neighbour of i, found only when a batch needs it.
+A plan is the list of samples of one epoch, in batch order. `Shuffle` and `Sequential`
+are the generators' own orders (shuffle=True / False) and return a `Plan`; random
+over/under-sampling and balanced batches give an index array; SMOTE gives a `Plan` whose
+synthetic entries are (i, neighbour slot, lam), realised at batch time as
+x_i + lam * (x_j - x_i), with j the slot-th nearest same-class neighbour of i, found only
+when a batch needs it. Any object with a `plan` method as `Sampler` describes it is a
+sampler too (docs/custom-datasets.md, "A sampler of your own").
 
 `sampling_strategy` follows imbalanced-learn exactly (the same counts, ValueError where it
 raises one): "auto", "minority", "majority", "not minority", "not majority", "all", a
@@ -14,8 +17,11 @@ dict classes by id or by name.
 import inspect
 import math
 import numbers
+import re
 import threading
+import typing
 import warnings
+import zlib
 from collections.abc import Mapping
 
 import numpy as np
@@ -24,6 +30,38 @@ from kerasgen import _checks, _resample_arrays, batching, seeding
 
 OVER_STRATEGIES = ("auto", "minority", "not minority", "not majority", "all")
 UNDER_STRATEGIES = ("auto", "majority", "not minority", "not majority", "all")
+
+
+@typing.runtime_checkable
+class Sampler(typing.Protocol):
+    """What `sampler=` takes: an object with a `plan` method (a structural type: no base
+    class to inherit; `isinstance(obj, Sampler)` checks that `plan` is there).
+
+    `plan(labels, seed, epoch, **context)` returns the samples of epoch `epoch`, in batch
+    order: an integer index array (a sample may repeat or be left out; every index in
+    [0, num_samples)), or a `Plan` when some samples are synthetic (SMOTE). It must be a
+    pure function of its arguments (the same arguments give the same plan in every
+    process): that is what makes an epoch reproducible, resumable, and the same with any
+    workers and in every shard. Draw from `numpy.random.default_rng([seed, ..., epoch])`,
+    never from global random state.
+
+    - `labels`: one int class id per sample (`gen.labels`), or None when the samples have
+      no single class (label_mode "multi_label", "raw" floats, "mask", no labels).
+    - `seed`: the generator's seed (a sampler's own `seed` serves `fit_resample` only).
+    - `epoch`: the epoch number, 0 first.
+    - `context`: keywords the generator adds: `num_samples`, `batch_size`, `class_names`
+      and `features` (the feature space of a neighbour search). Take `**context` to
+      accept them; a `plan(labels, seed, epoch)` without it is called without them.
+
+    A generator's state (`get_state`) names its sampler by `repr(sampler)`, less the
+    sampler's own `seed` and any memory address, and `set_state` refuses a state saved
+    with another sampler (as grain compares `repr(sampler)`): give a sampler of your own
+    a `__repr__` that shows its parameters.
+    """
+
+    def plan(self, labels, seed, epoch, **context):
+        """The samples of `epoch`, in batch order: an index array or a `Plan`."""
+        ...  # pragma: no cover
 
 
 class Plan:
@@ -234,8 +272,32 @@ def _least_ratio(works, start):
     return "No ratio can: the two classes are equally large"
 
 
-class Sampler:
-    """Shared parts: parameters stored as given, `plan`, and `fit_resample`."""
+class Shuffle:
+    """The order of a generator built with shuffle=True (and no sampler): every sample
+    once, in a new random order each epoch, drawn from (seed, epoch) alone."""
+
+    def plan(self, labels, seed, epoch, num_samples=None, **context):
+        size = len(labels) if num_samples is None else num_samples
+        return Plan(seeding.rng(seed, seeding.ORDER, epoch).permutation(size))
+
+    def __repr__(self):
+        return "Shuffle()"
+
+
+class Sequential:
+    """The order of a generator built with shuffle=False (and no sampler): every sample
+    once, in the source's order, every epoch."""
+
+    def plan(self, labels, seed, epoch, num_samples=None, **context):
+        return Plan(np.arange(len(labels) if num_samples is None else num_samples))
+
+    def __repr__(self):
+        return "Sequential()"
+
+
+class _SamplerBase:
+    """Shared parts of kerasgen's imbalance samplers: parameters stored as given, repr,
+    and `fit_resample`. A sampler of your own needs none of it: see `Sampler`."""
 
     kind = None
 
@@ -306,7 +368,7 @@ def realise(plan, x, y):
     return x_res, np.take(y, indices, axis=0)
 
 
-class _RandomSampler(Sampler):
+class _RandomSampler(_SamplerBase):
     """Draws each class's share of the plan from (seed, epoch); shuffles the plan."""
 
     def plan(self, labels, seed, epoch, **context):
@@ -346,7 +408,7 @@ class RandomUnderSampler(_RandomSampler):
         return rng.choice(members, target, replace=False)
 
 
-class BalancedBatchSampler(Sampler):
+class BalancedBatchSampler(_SamplerBase):
     """Every batch holds equal counts per class (as near as batch_size allows: the
     remainder slots go to classes in turn). An epoch is `n_batches` batches; by default
     enough for each sample of the majority class to be seen once. Smaller classes
@@ -392,7 +454,7 @@ class BalancedBatchSampler(Sampler):
         return np.concatenate(batches)
 
 
-class SMOTE(Sampler):
+class SMOTE(_SamplerBase):
     """SMOTE-style synthetic over-sampling, never materialised.
 
     For each class to grow, each synthetic sample is (i, j, lam): i a sample of the class,
@@ -562,21 +624,47 @@ class NeighbourCache:
 
 
 def as_sampler(sampler):
-    """A function (labels, seed, epoch, **context) -> plan for any accepted sampler."""
+    """A `Sampler` (an object with plan(labels, seed, epoch, **context)) for any object
+    `sampler=` accepts; None stays None."""
     if sampler is None:
         return None
-    if isinstance(sampler, Sampler):
-        return sampler.plan
-    if callable(getattr(sampler, "fit_resample", None)):
-        return _ImblearnSampler(sampler)
     plan = getattr(sampler, "plan", None)
     if callable(plan):
         params = inspect.signature(plan).parameters.values()
         if any(p.kind is p.VAR_KEYWORD for p in params):
-            return plan
+            return sampler
         return _PlanOnly(sampler)
+    if callable(getattr(sampler, "fit_resample", None)):
+        return _ImblearnSampler(sampler)
     _checks.fail("sampler", "None, a kg.samplers sampler, an imbalanced-learn sampler or "
                  "an object with a plan(labels, seed, epoch) method", sampler, TypeError)
+
+
+def identity(sampler):
+    """How a generator's state names `sampler`, so that `set_state` can refuse a state
+    saved with another one (grain compares `repr(sampler)` the same way).
+
+    The repr, less what differs between two builds of the same sampler: kerasgen
+    samplers' own `seed` (inside a generator the generator's seed draws), an
+    imbalanced-learn sampler's `random_state` (the generator sets it each epoch), memory
+    addresses (a default repr, a lambda's). A repr over 200 characters is shortened to
+    its class and a checksum.
+    """
+    if isinstance(sampler, _SamplerBase):
+        params = {k: v for k, v in sampler._params().items() if k != "seed"}
+    elif callable(getattr(sampler, "get_params", None)) and not callable(
+            getattr(sampler, "plan", None)):  # an imbalanced-learn sampler
+        params = {k: v for k, v in sorted(sampler.get_params(deep=False).items())
+                  if k != "random_state"}
+    else:
+        params = None
+    text = repr(sampler) if params is None else "{}({})".format(
+        type(sampler).__name__, ", ".join(f"{k}={v!r}" for k, v in params.items()))
+    text = re.sub(r" at 0x[0-9a-fA-F]+", "", text)
+    if len(text) > 200:
+        text = (f"{type(sampler).__module__}.{type(sampler).__qualname__}"
+                f"(repr crc32 {zlib.crc32(text.encode()):08x})")
+    return text
 
 
 class _PlanOnly:
@@ -585,7 +673,7 @@ class _PlanOnly:
     def __init__(self, sampler):
         self.sampler = sampler
 
-    def __call__(self, labels, seed, epoch, **context):
+    def plan(self, labels, seed, epoch, **context):
         return self.sampler.plan(labels, seed, epoch)
 
 
@@ -597,7 +685,7 @@ class _ImblearnSampler:
     def __init__(self, sampler):
         self.sampler = sampler
 
-    def __call__(self, labels, seed, epoch, **context):
+    def plan(self, labels, seed, epoch, **context):
         if labels is None:
             raise ValueError("An imbalanced-learn sampler needs one class label per sample.")
         from sklearn.base import clone

@@ -1,0 +1,231 @@
+"""Epoch order: which samples each epoch holds, in which order, and where a run stands.
+
+`EpochOrder` is the index layer under a generator. It owns the seed, the current epoch,
+the offset (batches of the epoch consumed before a mid-epoch resume), the shard read,
+the epoch's plan (from the sampler, kept for one epoch at a time) and the state that
+`get_state` / `set_state` carry. It knows nothing of what a sample is: the generator asks
+it which samples batch `i` reads, then loads them.
+
+The plan of epoch e is a pure function of (seed, e): the sampler's
+`plan(labels, seed, e, **context)`, with `kg.samplers.Shuffle` (shuffle=True) or
+`Sequential` (shuffle=False) when no sampler is given; whatever the sampler returns
+becomes a `kg.samplers.Plan`. A shard reads every num_shards-th batch of the shared plan.
+"""
+
+import copy
+import math
+import zlib
+
+import numpy as np
+
+from kerasgen import _checks, seeding
+from kerasgen import samplers as samplers_mod
+
+
+class EpochOrder:
+    """The order of a generator's epochs and its position in them.
+
+    Args:
+        num_samples, batch_size, drop_remainder: as the generator's.
+        sampler: the generator's `sampler=` (None: `Shuffle()` or `Sequential()` after
+            `shuffle`).
+        seed: an int, or None to draw one once.
+        labels: the class ids a sampler plans from (None: no single class per sample).
+        context: keywords for the sampler's plan (class_names, features).
+        prepare: find a synthetic plan's neighbours when it is made (worker processes,
+            which would each search anew, then inherit them).
+    """
+
+    def __init__(self, num_samples, batch_size, *, sampler=None, shuffle=True, seed=None,
+                 drop_remainder=False, labels=None, context=None, prepare=False):
+        self.num_samples = num_samples
+        self.batch_size = batch_size
+        self.drop_remainder = bool(drop_remainder)
+        given = samplers_mod.as_sampler(sampler)
+        if given is None:
+            sampler = samplers_mod.Shuffle() if shuffle else samplers_mod.Sequential()
+            given = sampler
+        self.sampler = given  # a Sampler: plan(labels, seed, epoch, **context)
+        self.sampler_name = samplers_mod.identity(sampler)
+        self.seed = seeding.resolve_seed(seed)
+        self.labels = labels
+        self.context = {"num_samples": num_samples, "batch_size": batch_size,
+                        **(context or {})}
+        self.prepare = prepare
+        self.epoch = 0
+        self.offset = 0  # batches of the current epoch skipped on a mid-epoch resume
+        self.shard = None  # (num_shards, index, remainder) or None
+        self._cache = None  # (epoch, Plan) of the epoch planned last
+        self._source = None
+
+    # ----------------------------------------------------------------- plans
+    def plan(self, epoch=None):
+        """The `Plan` of `epoch` (default: the current one)."""
+        epoch = self.epoch if epoch is None else epoch
+        cached = self._cache
+        if cached is not None and cached[0] == epoch:
+            return cached[1]
+        plan = self.sampler.plan(self.labels, self.seed, epoch, **self.context)
+        if not isinstance(plan, samplers_mod.Plan):
+            plan = samplers_mod.Plan(np.asarray(plan, dtype="int64"))
+        elif self.prepare:
+            plan.prepare_all()
+        indices = plan.indices
+        if len(indices) and (indices.max() >= self.num_samples or indices.min() < 0):
+            bad = indices[(indices >= self.num_samples) | (indices < 0)][0]
+            raise ValueError(
+                f"The sampler's plan names sample index {bad}, outside the "
+                f"{self.num_samples} samples of this generator (indices 0 to "
+                f"{self.num_samples - 1}). Received: sampler={self.sampler_name}.")
+        self._cache = (epoch, plan)
+        return plan
+
+    def epoch_plan(self, epoch=None):
+        """The plan as users read it: the index array, or the `Plan` itself where it
+        holds synthetic samples."""
+        plan = self.plan(epoch)
+        return plan.indices if plan.slots is None else plan
+
+    def epoch_batches(self):
+        """Batches in the whole epoch's plan, before sharding and resuming."""
+        n = len(self.plan())
+        if self.drop_remainder:
+            return n // self.batch_size
+        return math.ceil(n / self.batch_size)
+
+    def num_batches(self):
+        """Batches this epoch serves: its shard's share, less those skipped on resume."""
+        total = self.epoch_batches()
+        if self.shard is not None:
+            num_shards, _, remainder = self.shard
+            total = (math.ceil(total / num_shards) if remainder == "pad"
+                     else total // num_shards)
+        return max(0, total - self.offset)
+
+    def global_batch(self, index):
+        """The batch of the epoch's plan that local batch `index` reads."""
+        index += self.offset
+        if self.shard is None:
+            return index
+        num_shards, shard_index, _ = self.shard
+        return (index * num_shards + shard_index) % self.epoch_batches()  # padding wraps
+
+    def batch(self, index):
+        """(batch number in the whole epoch, indices, partners or None, lams or None) of
+        local batch `index`."""
+        number = self.global_batch(index)
+        start = number * self.batch_size
+        return (number,) + self.plan().batch(start, start + self.batch_size)
+
+    # ----------------------------------------------------------------- moving
+    def next_epoch(self):
+        self.epoch += 1
+        self.offset = 0
+
+    def move_to(self, epoch, offset, seed):
+        """Serve batches of `epoch` at resume `offset` with `seed` (a worker process)."""
+        if seed != self.seed:
+            self.seed, self._cache = seed, None
+        self.epoch, self.offset = epoch, offset
+
+    def at_epoch(self, epoch):
+        """A copy serving `epoch` (from its start, or where this one stands in it)."""
+        epoch = _checks.non_negative_int("epoch", epoch)
+        view = self.copy()
+        view.epoch = epoch
+        view._cache = self._cache if epoch == self.epoch else None
+        view.offset = self.offset if epoch == self.epoch else 0
+        return view
+
+    def sharded(self, num_shards, index, remainder="pad"):
+        """A copy reading shard `index` of `num_shards` (see Generator.shard)."""
+        num_shards = _checks.positive_int("num_shards", num_shards)
+        index = _checks.non_negative_int("index", index)
+        if index >= num_shards:
+            _checks.fail("index", f"in [0, num_shards) = [0, {num_shards})", index)
+        _checks.one_of("remainder", remainder, ("pad", "drop"))
+        view = self.copy()
+        view.shard = None if num_shards == 1 else (num_shards, index, remainder)
+        if view.num_batches() == 0 and view.offset == 0:
+            raise ValueError(f"Shard {index} of {num_shards} would hold no batch: the epoch "
+                             f"has {self.epoch_batches()} batches. Use fewer shards or a "
+                             "smaller batch_size.")
+        return view
+
+    def copy(self):
+        """An independent copy (the plan is made anew when asked for)."""
+        return copy.copy(self)
+
+    # ----------------------------------------------------------------- state
+    def source_name(self):
+        """What the state records of the data: the sample count and a checksum of the
+        class ids (computed once)."""
+        if self._source is None:
+            name = f"{self.num_samples} samples"
+            if self.labels is not None:
+                ids = np.ascontiguousarray(self.labels, dtype=np.int64)
+                name += f", class ids crc32 {zlib.crc32(ids.tobytes()):08x}"
+            self._source = name
+        return self._source
+
+    def get_state(self, batches_done=0):
+        position = self.offset + _checks.non_negative_int("batches_done", batches_done)
+        epoch = self.epoch
+        if position and position >= self.offset + self.num_batches():  # epoch complete
+            epoch, position = epoch + 1, 0
+        return {"epoch": epoch, "batch": position, "seed": self.seed,
+                "num_samples": self.num_samples, "batch_size": self.batch_size,
+                "shard": list(self.shard[:2]) if self.shard else None,
+                "sampler": self.sampler_name, "source": self.source_name()}
+
+    def set_state(self, state):
+        """Moves to `state` (from `get_state`, here or in another process), or raises
+        ValueError and changes nothing. States without "sampler" and "source" (kerasgen
+        before they were recorded) are not checked for them."""
+        if state.get("num_samples") != self.num_samples:
+            raise ValueError(
+                "The state belongs to a generator over "
+                f"{state.get('num_samples')} samples, this one has {self.num_samples}. "
+                "Restore it into a generator built over the same data."
+            )
+        if "source" in state and state["source"] != self.source_name():
+            raise ValueError(
+                f"The state belongs to other data: it was saved over "
+                f"source={state['source']!r}, this generator reads "
+                f"source={self.source_name()!r} (the same number of samples, other "
+                "labels or another order). Restore it into a generator built over the "
+                "same data."
+            )
+        if "sampler" in state and state["sampler"] != self.sampler_name:
+            raise ValueError(
+                f"The state was saved by a generator with sampler={state['sampler']}, "
+                f"this one has sampler={self.sampler_name}. Restore it into a generator "
+                "built with the same sampler (and shuffle)."
+            )
+        for key, mine in (("batch_size", self.batch_size),
+                          ("shard", list(self.shard[:2]) if self.shard else None)):
+            if key in state and state[key] != mine and state.get("batch"):
+                raise ValueError(
+                    f"The state's batch position counts batches of a generator with "
+                    f"{key}={state[key]}, this one has {key}={mine}. Restore it into a "
+                    "generator built the same way."
+                )
+        moved = self.copy()
+        moved.seed = seeding.resolve_seed(state["seed"])
+        moved.epoch = _checks.non_negative_int("state['epoch']", state["epoch"])
+        moved.offset = 0
+        moved._cache = self._cache if moved.seed == self.seed else None
+        moved.offset = _checks.non_negative_int("state['batch']", state.get("batch", 0))
+        if moved.offset and moved.num_batches() == 0:
+            raise ValueError(f"The state's batch position ({moved.offset}) is past the end "
+                             f"of epoch {moved.epoch}.")
+        self.__dict__.update(moved.__dict__)
+
+    def __getstate__(self):
+        state = self.__dict__.copy()
+        state["_cache"] = None  # made anew where needed (a worker process, a copy)
+        return state
+
+    def __repr__(self):
+        return (f"EpochOrder(sampler={self.sampler_name}, seed={self.seed}, "
+                f"epoch={self.epoch}, offset={self.offset}, shard={self.shard})")
