@@ -80,3 +80,31 @@ def test_no_process_is_left_when_training_is_interrupted_or_killed(tmp_path, how
     finally:
         if main.poll() is None:
             main.kill()
+
+
+def open_fds():
+    return len(os.listdir(f"/proc/{os.getpid()}/fd"))
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc"), reason="reads /proc to count descriptors")
+@pytest.mark.parametrize("workers", [dict(workers=1), dict(workers=2),
+                                     dict(workers=2, use_multiprocessing=True)],
+                         ids=["1-worker", "2-threads", "2-processes"])
+def test_threads_and_file_descriptors_stay_flat_over_epochs(image_folder, workers):
+    import threading
+
+    import keras
+
+    import kerasgen as kg
+
+    gen = kg.ImageFolderGenerator(image_folder, image_size=(8, 8), batch_size=4, seed=0,
+                                  **workers)
+    model = keras.Sequential([keras.Input((8, 8, 3)), keras.layers.Flatten(),
+                              keras.layers.Dense(3)])
+    model.compile("sgd", keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    counts = []
+    watch = keras.callbacks.LambdaCallback(on_epoch_end=lambda epoch, logs: counts.append(
+        (threading.active_count(), open_fds())))
+    model.fit(gen, epochs=10, verbose=0, callbacks=[watch])
+    (threads_2, fds_2), (threads_10, fds_10) = counts[2], counts[-1]
+    assert threads_10 <= threads_2 and fds_10 <= fds_2, counts
