@@ -462,7 +462,7 @@ def _serve(conn, main):
         with passing_fds(fds):
             generator = pickle.loads(payload)
         generator._ahead = None  # it makes exactly what it is asked for
-    except Exception as error:  # every task gets it
+    except Exception as error:  # noqa: BLE001 - any failure is every task's error
         failed = error
         if hasattr(error, "add_note"):
             error.add_note("kerasgen: a worker process could not rebuild the generator from "
@@ -494,11 +494,11 @@ def _serve(conn, main):
                 reply = ("done", task_id, layout)
             else:
                 reply = ("pickled", task_id, batch, needed)
-        except Exception as error:  # sent to the caller, which raises it
+        except Exception as error:  # noqa: BLE001 - sent to the caller, which raises it
             trace = traceback.format_exc()
             try:
                 pickle.dumps(error)
-            except Exception:
+            except Exception:  # noqa: BLE001 - whatever stops pickling it
                 error = RuntimeError(f"{type(error).__name__}: {error}")
             reply = ("error", task_id, error, trace)
         try:

@@ -42,7 +42,7 @@ def _device_count(cuda):
     NVVM compiler and says False on a GPU machine without a CUDA toolkit)."""
     try:
         return len(cuda.gpus)
-    except Exception:  # CudaSupportError: no driver library, no device
+    except Exception:  # noqa: BLE001 - CudaSupportError: no driver library, no device
         return 0
 
 
@@ -186,11 +186,11 @@ def _child(conn, payload):
             raise TypeError(f"run_isolated: the function's result must be picklable "
                             f"(history.history, a path...). Received: {type(result)!r}: "
                             f"{error}") from error
-    except BaseException as error:
+    except BaseException as error:  # noqa: BLE001 - sent to the parent, which raises it
         text = traceback.format_exc()
         try:
             blob = pickle.dumps(error)
-        except Exception:
+        except Exception:  # noqa: BLE001 - whatever stops pickling it
             blob = None
         conn.send(("error", (blob, type(error).__name__, str(error), text)))
     finally:
@@ -251,7 +251,7 @@ def run_isolated(fn, *args, **kwargs):
     if blob is not None:
         try:
             error = pickle.loads(blob)
-        except Exception:
+        except Exception:  # noqa: BLE001 - whatever stops unpickling it
             error = None
     if not isinstance(error, BaseException):
         error = RuntimeError(f"{name}: {text}")

@@ -262,7 +262,7 @@ def header_size(data):
                 stream.seek(0)
                 width, height = factory(stream, "").size
                 return int(height), int(width)
-            except Exception:  # not this format after all, or a broken header:
+            except Exception:  # noqa: BLE001 - not this format, or a broken header:
                 continue       # the decoder decides what the file is
     return None
 
