@@ -26,8 +26,8 @@ raised). A child imports everything, makes one untimed warm-up pass over a few b
 waits until other processes use less than `--max-other` cores (at most `--quiet-wait`
 seconds, then notes that it gave up), and times building the pipeline plus one pass over
 every file. A pass during which other processes used more than `--max-other` cores is run
-again, up to `--retries` times. Passes go round robin over the pipelines, `--repeats` times; the median
-images/s is reported.
+again, up to `--retries` times. Passes go round robin over the pipelines, `--repeats`
+times; the median images/s is reported.
 
 Run from the repository root:
 
