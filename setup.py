@@ -4,7 +4,14 @@ The distribution is named kerasgen3 because "kerasgen" on the package registry i
 unrelated, unmaintained Keras 2 project.
 """
 
+import re
+from pathlib import Path
+
 from setuptools import find_packages, setup
+
+# One version source: kerasgen/__init__.py (read, not imported: that needs the dependencies)
+VERSION = re.search(r'^__version__ = "([^"]+)"', Path(__file__).with_name("kerasgen").joinpath(
+    "__init__.py").read_text(encoding="utf-8"), re.M).group(1)
 
 TENSORFLOW = ["tensorflow-cpu>=2.16"]
 EXTRAS = {
@@ -28,7 +35,7 @@ EXTRAS["all"] = sorted({req for reqs in EXTRAS.values() for req in reqs})
 
 setup(
     name="kerasgen3",
-    version="0.1.0",
+    version=VERSION,
     description="Fast, reproducible keras.utils.PyDataset generators for Keras 3: arrays, "
                 "image folders, CSV lists, custom datasets.",
     long_description=open("README.md", encoding="utf-8").read(),
