@@ -1,7 +1,9 @@
-"""Contract checks run over every generator: arrays, image folder, CSV and a custom subclass."""
+"""Contract checks run over every generator: arrays, image folder, CSV, SQL, TFRecord and a
+custom subclass."""
 
 import math
 import pickle
+import sqlite3
 
 import numpy as np
 import pytest
@@ -22,6 +24,35 @@ class Records(kg.Generator):
         return np.full((4, 2), self.records[index][0], dtype="float32")
 
 
+def sql_database(folder, n=19):
+    """Rows whose two feature columns hold 10 * k, labelled with class names."""
+    path = str(folder / "contract.db")
+    with sqlite3.connect(path) as db:
+        db.execute("CREATE TABLE IF NOT EXISTS t (a REAL, b REAL, label TEXT)")
+        if not db.execute("SELECT COUNT(*) FROM t").fetchone()[0]:
+            db.executemany("INSERT INTO t VALUES (?, ?, ?)",
+                           [(10.0 * k, 10.0 * k, ["cat", "dog", "fox"][k % 3])
+                            for k in range(n)])
+    return path
+
+
+def tfrecord_file(folder, n=16):
+    """Records whose float feature holds 10 * k three times, labelled k % 3."""
+    tf = pytest.importorskip("tensorflow")
+    path = folder / "contract.tfrecord"
+    if not path.exists():
+        with tf.io.TFRecordWriter(str(path)) as writer:
+            for k in range(n):
+                feature = {
+                    "values": tf.train.Feature(float_list=tf.train.FloatList(
+                        value=[10.0 * k] * 3)),
+                    "label": tf.train.Feature(int64_list=tf.train.Int64List(value=[k % 3])),
+                }
+                writer.write(tf.train.Example(features=tf.train.Features(
+                    feature=feature)).SerializeToString())
+    return str(path)
+
+
 def make(kind, image_folder, csv_file, **kwargs):
     kwargs.setdefault("batch_size", 5)
     kwargs.setdefault("label_mode", "int")
@@ -33,11 +64,17 @@ def make(kind, image_folder, csv_file, **kwargs):
         return kg.ImageFolderGenerator(image_folder, image_size=(8, 8), **kwargs)
     if kind == "csv":
         return kg.CSVGenerator(csv_file, image_size=(8, 8), **kwargs)
+    if kind == "sql":
+        return kg.SQLGenerator(sql_database(csv_file.parent), "SELECT a, b, label FROM t",
+                               x_col=["a", "b"], y_col="label", **kwargs)
+    if kind == "tfrecord":
+        return kg.TFRecordGenerator(tfrecord_file(csv_file.parent),
+                                    {"values": "float", "label": "label"}, verbose=0, **kwargs)
     records = [(10.0 * k, ["cat", "dog", "fox"][k % 3]) for k in range(17)]
     return Records(records, **kwargs)
 
 
-KINDS = ["array", "folder", "csv", "custom"]
+KINDS = ["array", "folder", "csv", "custom", "sql", "tfrecord"]
 
 
 def ids(x):
