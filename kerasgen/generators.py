@@ -130,8 +130,10 @@ class _ImageFileGenerator(Generator):
             root=root)
 
     def _wire_loader(self):
-        """After Generator.__init__: the loader learns what it needs of the generator."""
+        """After Generator.__init__: the loader learns what it needs of the generator, and
+        the order the files it reads (states record them: see EpochOrder.files_name)."""
         self.loader.wire(self, self._stand_ins)
+        self._order.file_paths = self.loader.file_paths
 
     def _pace(self, waited):
         self.loader.pace(waited)
