@@ -14,12 +14,17 @@ becomes a `kg.samplers.Plan`. A shard reads every num_shards-th batch of the sha
 
 import copy
 import math
+import os
+import reprlib
 import zlib
+from collections.abc import Mapping
 
 import numpy as np
 
 from kerasgen import _checks, seeding
 from kerasgen import samplers as samplers_mod
+
+REQUIRED = ("epoch", "seed", "num_samples")  # what set_state needs of a state
 
 
 class EpochOrder:
@@ -57,6 +62,8 @@ class EpochOrder:
         self.shard = None  # (num_shards, index, remainder) or None
         self._cache = None  # (epoch, Plan) of the epoch planned last
         self._source = None
+        self.file_paths = None  # set by generators whose samples are files
+        self._files = None
 
     # ----------------------------------------------------------------- plans
     def plan(self, epoch=None):
@@ -168,21 +175,49 @@ class EpochOrder:
             self._source = name
         return self._source
 
+    def files_name(self):
+        """What the state records of the files read (None: samples are not files): their
+        count and a checksum of their paths relative to their common folder, so a data
+        set moved elsewhere still restores (computed once)."""
+        if self.file_paths is None:
+            return None
+        if self._files is None:
+            paths = [os.fspath(p) for p in self.file_paths]
+            prefix = os.path.commonprefix(paths)
+            cut = max(prefix.rfind(os.sep), prefix.rfind("/")) + 1
+            names = "\0".join(p[cut:] for p in paths).encode(errors="surrogateescape")
+            self._files = f"{len(paths)} files, names crc32 {zlib.crc32(names):08x}"
+        return self._files
+
     def get_state(self, batches_done=0):
         position = self.offset + _checks.non_negative_int("batches_done", batches_done)
         epoch = self.epoch
         if position and position >= self.offset + self.num_batches():  # epoch complete
             epoch, position = epoch + 1, 0
-        return {"epoch": epoch, "batch": position, "seed": self.seed,
-                "num_samples": self.num_samples, "batch_size": self.batch_size,
-                "shard": list(self.shard[:2]) if self.shard else None,
-                "sampler": self.sampler_name, "source": self.source_name()}
+        state = {"epoch": epoch, "batch": position, "seed": self.seed,
+                 "num_samples": self.num_samples, "batch_size": self.batch_size,
+                 "shard": list(self.shard[:2]) if self.shard else None,
+                 "sampler": self.sampler_name, "source": self.source_name()}
+        if self.file_paths is not None:
+            state["files"] = self.files_name()
+        return state
 
     def set_state(self, state):
         """Moves to `state` (from `get_state`, here or in another process), or raises
-        ValueError and changes nothing. States without "sampler" and "source" (kerasgen
-        before they were recorded) are not checked for them."""
-        if state.get("num_samples") != self.num_samples:
+        ValueError (TypeError for a state that is not a dict) and changes nothing: every
+        check runs on a copy, which replaces this order's position only when all passed.
+        States without "sampler", "source" or "files" (kerasgen before they were
+        recorded) are not checked for them."""
+        if not isinstance(state, Mapping):
+            raise TypeError("`state` must be a dict from get_state(). Received: "
+                            f"state={reprlib.repr(state)} (a {type(state).__name__}).")
+        missing = [key for key in REQUIRED if key not in state]
+        if missing:
+            raise ValueError(
+                f"The state lacks {', '.join(map(repr, missing))}: a state from "
+                f"get_state() holds {', '.join(map(repr, REQUIRED))} at least. Received: "
+                f"state with keys {sorted(map(str, state))}.")
+        if state["num_samples"] != self.num_samples:
             raise ValueError(
                 "The state belongs to a generator over "
                 f"{state.get('num_samples')} samples, this one has {self.num_samples}. "
@@ -196,6 +231,14 @@ class EpochOrder:
                 "labels or another order). Restore it into a generator built over the "
                 "same data."
             )
+        if "files" in state and state["files"] != self.files_name():
+            mine = self.files_name()
+            raise ValueError(
+                f"The state belongs to other files: it was saved over "
+                f"files={state['files']!r}, this generator reads "
+                + (f"files={mine!r} (the same number of samples and labels, other file "
+                   "names)" if mine else "no files") + ". Restore it into a generator "
+                "built over the same files.")
         if "sampler" in state and state["sampler"] != self.sampler_name:
             raise ValueError(
                 f"The state was saved by a generator with sampler={state['sampler']}, "
@@ -211,7 +254,7 @@ class EpochOrder:
                     "generator built the same way."
                 )
         moved = self.copy()
-        moved.seed = seeding.resolve_seed(state["seed"])
+        moved.seed = _checks.non_negative_int("state['seed']", state["seed"])  # None too
         moved.epoch = _checks.non_negative_int("state['epoch']", state["epoch"])
         moved.offset = 0
         moved._cache = self._cache if moved.seed == self.seed else None

@@ -73,13 +73,51 @@ class GeneratorCheckpoint(keras.callbacks.Callback):
 
 def restore(generator, path):
     """Loads the state saved at `path` into `generator`; returns the state, or None when
-    there is no file yet (a first run)."""
+    there is no file yet (a first run).
+
+    A file that is not a generator state (empty, truncated or otherwise not JSON, not
+    UTF-8, JSON other than an object, missing a key), or the state of other data (see
+    `Generator.set_state`), is a ValueError naming the file, and the generator is left
+    as it was."""
+    path = os.fspath(path)
     if not os.path.exists(path):
         return None
-    with open(path) as f:
-        state = json.load(f)
-    generator.set_state(state)
+    state = _read_state(path)
+    try:
+        generator.set_state(state)
+    except ValueError as error:
+        raise ValueError(f"The checkpoint {path} cannot be restored into this generator: "
+                         f"{error}") from error
     return state
+
+
+def _read_state(path):
+    with open(path, "rb") as f:
+        raw = f.read()
+    problem, cause = None, None
+    if not raw.strip():
+        problem = f"the file is empty ({len(raw)} bytes)"
+    else:
+        try:
+            state = json.loads(raw.decode("utf-8"))
+        except UnicodeDecodeError as error:
+            problem, cause = f"it is not UTF-8 text (byte {error.start})", error
+        except json.JSONDecodeError as error:  # a ValueError subclass; named here
+            problem, cause = (f"it is not valid JSON ({error.msg}: line {error.lineno} "
+                              f"column {error.colno}; truncated or corrupt)"), error
+        else:
+            if not isinstance(state, dict):
+                problem = (f"it holds a JSON {_JSON_KINDS.get(type(state), 'value')}, not "
+                           "the object GeneratorCheckpoint writes")
+            else:
+                return state
+    raise ValueError(f"The checkpoint {path} is not a kerasgen generator state: {problem}. "
+                     "Restore a file GeneratorCheckpoint wrote, or delete it to start "
+                     "training afresh.") from cause
+
+
+_JSON_KINDS = {list: "array (list)", str: "string", int: "number", float: "number",
+               bool: "boolean", type(None): "null"}
 
 
 class PipelineStats(keras.callbacks.Callback):

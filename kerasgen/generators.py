@@ -3,6 +3,7 @@
 import inspect
 import numbers
 import os
+import reprlib
 import time
 import warnings
 
@@ -29,6 +30,56 @@ def _as_arrays(value, name):
     if array.ndim == 0:
         _checks.fail(name, "an array with one row per sample", value, TypeError)
     return array, len(array)
+
+
+def _check_convertible(array, name, dtype, chunk=4096):
+    """Refuses, naming the first row at fault, an object or string array whose batches
+    could not be converted to `dtype` (ragged rows, arrays as elements, text). The rows
+    are converted as batches are, a chunk at a time; numeric arrays always convert."""
+    if array.dtype.kind not in "OUS":
+        return
+    out = np.empty((min(chunk, len(array)),) + array.shape[1:], dtype)
+    for start in range(0, len(array), chunk):
+        rows = array[start:start + chunk]
+        try:
+            out[:len(rows)] = rows
+        except (ValueError, TypeError, OverflowError) as error:
+            for i in range(start, start + len(rows)):
+                try:
+                    out[0] = array[i]
+                except (ValueError, TypeError, OverflowError) as row_error:
+                    raise ValueError(_unconvertible(array, name, dtype, i, row_error)) \
+                        from row_error
+            raise ValueError(f"`{name}` cannot be converted to dtype={dtype!r}: {error}. "
+                             f"Received: {name} of dtype {array.dtype}.") from error
+
+
+def _unconvertible(array, name, dtype, row, error):
+    """The message for `array`, whose `row` cannot be converted to `dtype`."""
+    value = array[row]
+    if isinstance(value, np.generic):
+        value = value.item()  # 'a', not np.str_('a')
+    if array.dtype == object and array.ndim == 1 and np.ndim(value) > 0:
+        first = np.shape(array[0])
+        for i, other in enumerate(array):
+            if np.shape(other) != first:
+                return (f"`{name}` must have one shape per row to be batched. Received: a "
+                        f"ragged object array, row 0 of shape {first}, row {i} of shape "
+                        f"{np.shape(other)}. Pad the rows to one length first "
+                        "(keras.utils.pad_sequences, say), or pass an `augment` that "
+                        "returns one shape.")
+        return (f"`{name}` must be a numeric array, not an object array of arrays. "
+                f"Received: {len(array)} rows of shape {first} in an object array. Stack "
+                f"them into one array first: np.stack(list({name})).")
+    if array.dtype.kind in "US" or isinstance(value, (str, bytes)) or (
+            np.ndim(value) and any(isinstance(v, (str, bytes))
+                                   for v in np.asarray(value, dtype=object).ravel())):
+        return (f"`{name}` holds text that cannot be converted to dtype={dtype!r}. Received: "
+                f"row {row} = {reprlib.repr(value)} ({name} of dtype {array.dtype}). "
+                "Encode it as numbers first, or pass dtype=None to keep it as it is (for a "
+                "model that takes strings, with a TextVectorization layer, say).")
+    return (f"`{name}` cannot be converted to dtype={dtype!r}: row {row} = "
+            f"{reprlib.repr(value)} ({error}). Received: {name} of dtype {array.dtype}.")
 
 
 class ArrayGenerator(Generator):
@@ -69,6 +120,11 @@ class ArrayGenerator(Generator):
                 common["num_classes"] = int(self.masks.max()) + 1
         super().__init__(num_samples, labels=y, label_mode=label_mode,
                          sample_weight=sample_weight, **common)
+        if self.augment is None and self.dtype is not None:  # batches convert x as it is
+            for name, array in (self.x.items() if isinstance(self.x, dict)
+                                else [(None, self.x)]):
+                _check_convertible(array, "x" if name is None else f"x[{name!r}]",
+                                   self.dtype)
 
     def load_sample(self, index):
         if isinstance(self.x, dict):
@@ -130,8 +186,10 @@ class _ImageFileGenerator(Generator):
             root=root)
 
     def _wire_loader(self):
-        """After Generator.__init__: the loader learns what it needs of the generator."""
+        """After Generator.__init__: the loader learns what it needs of the generator, and
+        the order the files it reads (states record them: see EpochOrder.files_name)."""
         self.loader.wire(self, self._stand_ins)
+        self._order.file_paths = self.loader.file_paths
 
     def _pace(self, waited):
         self.loader.pace(waited)

@@ -4,6 +4,7 @@ worker hygiene."""
 import json
 import multiprocessing
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -298,3 +299,136 @@ def test_the_checkpoint_writes_no_file_through_a_planted_symlink(tmp_path):
     assert not path.is_symlink()
     assert json.loads(path.read_text()) == gen.get_state()
     assert json.loads(path.read_text())["epoch"] == 1
+
+
+def state_gen(n=16, seed=3, **kwargs):
+    return kg.ArrayGenerator(np.arange(n * 2.0).reshape(n, 2), np.arange(n) % 2,
+                             batch_size=4, seed=seed, label_mode="int", **kwargs)
+
+
+def position(gen):
+    return gen.get_state(), len(gen), gen.seed, [np.asarray(v) for v in gen[0]]
+
+
+def assert_unchanged(gen, before):
+    state, length, seed, batch = before
+    assert (gen.get_state(), len(gen), gen.seed) == (state, length, seed)
+    for got, expected in zip(gen[0], batch):
+        np.testing.assert_array_equal(got, expected)
+
+
+VALID = json.dumps({"epoch": 1, "batch": 0, "seed": 3, "num_samples": 16})
+
+
+@pytest.mark.parametrize("content, problem", [
+    (b"", r"the file is empty \(0 bytes\)"),
+    (b" \n", r"the file is empty \(2 bytes\)"),
+    (VALID[:25].encode(),
+     r"it is not valid JSON \(.*: line 1 column \d+; truncated or corrupt\)"),
+    (b"{\"epoch\": 1, \x00\x01}", r"it is not valid JSON \(Expecting property name.*"),
+    (b"\xff\xfe{}", r"it is not UTF-8 text \(byte 0\)"),
+    (b"[1, 2, 3]", r"it holds a JSON array \(list\), not the object GeneratorCheckpoint "
+                   "writes"),
+    (b"\"epoch\"", "it holds a JSON string, not the object GeneratorCheckpoint writes"),
+    (b"null", "it holds a JSON null, not the object GeneratorCheckpoint writes"),
+])
+def test_a_checkpoint_that_is_not_a_state_is_an_error_naming_the_file(tmp_path, content,
+                                                                     problem):
+    path = tmp_path / "gen.json"
+    path.write_bytes(content)
+    gen = state_gen()
+    before = position(gen)
+    with pytest.raises(ValueError, match=rf"The checkpoint {re.escape(str(path))} is not a "
+                                         rf"kerasgen generator state: {problem}\. Restore "
+                                         "a file GeneratorCheckpoint wrote, or delete it"):
+        kg.callbacks.restore(gen, path)
+    with pytest.raises(ValueError, match=re.escape(str(path))):
+        kg.callbacks.GeneratorCheckpoint(path, generator=gen).restore()
+    assert_unchanged(gen, before)
+
+
+@pytest.mark.parametrize("edit, problem", [
+    (lambda s: s.pop("seed"), r"The state lacks 'seed': a state from get_state\(\) holds "
+                              "'epoch', 'seed', 'num_samples' at least"),
+    (lambda s: [s.pop("epoch"), s.pop("num_samples")], "lacks 'epoch', 'num_samples'"),
+    (lambda s: s.update(seed=None), r"`state\['seed'\]` must be a non-negative integer. "
+                                    r"Received: state\['seed'\]=None"),
+    (lambda s: s.update(epoch="1"), r"`state\['epoch'\]` must be a non-negative integer"),
+    (lambda s: s.update(num_samples=17), "over 17 samples, this one has 16"),
+    (lambda s: s.update(source="16 samples, class ids crc32 00000000"),
+     "other labels or another order"),
+])
+def test_a_checkpoint_missing_a_key_or_of_other_data_is_refused_naming_the_file(
+        tmp_path, edit, problem):
+    path = tmp_path / "gen.json"
+    state = state_gen(seed=5).get_state()
+    edit(state)
+    path.write_text(json.dumps(state))
+    gen = state_gen()
+    before = position(gen)
+    with pytest.raises(ValueError, match=rf"The checkpoint {re.escape(str(path))} cannot be "
+                                         rf"restored into this generator: .*{problem}"):
+        kg.callbacks.restore(gen, path)
+    assert_unchanged(gen, before)
+
+
+@pytest.mark.parametrize("refused, error, match", [
+    (dict(batch=10**9), ValueError, r"batch position \(1000000000\) is past the end"),
+    (dict(epoch=-1, seed=99), ValueError, r"`state\['epoch'\]` must be a non-negative"),
+    (dict(epoch=2, seed=99, batch=-1), ValueError, r"`state\['batch'\]`"),
+    (dict(epoch=2, seed=-5), ValueError, r"`state\['seed'\]`"),
+    (dict(epoch=2, seed=99, num_samples=15), ValueError, "over 15 samples"),
+    (dict(epoch=2, seed=99, batch=1, batch_size=8), ValueError, "batch_size=8"),
+    (dict(epoch=2, seed=99, sampler="Sequential()"), ValueError, "sampler=Sequential"),
+])
+def test_a_refused_state_changes_nothing_and_training_goes_on(refused, error, match):
+    """set_state used to apply part of a state before refusing it: batch=10**9 left
+    len(gen) == 0 (the next fit failed), a refused epoch=-1 had changed the seed."""
+    gen = state_gen()
+    gen.on_epoch_end()
+    before = position(gen)
+    with pytest.raises(error, match=match):
+        gen.set_state({**gen.get_state(), **refused})
+    assert_unchanged(gen, before)
+    with pytest.raises(TypeError, match=r"`state` must be a dict from get_state\(\). "
+                                        r"Received: state=\[1, 2\] \(a list\)"):
+        gen.set_state([1, 2])
+    assert_unchanged(gen, before)
+    model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
+    model.compile("sgd", "mse")
+    history = model.fit(gen, epochs=1, verbose=0, shuffle=False)
+    assert len(history.history["loss"]) == 1 and gen.epoch == 2
+
+
+def test_a_state_of_other_files_is_refused_and_a_moved_data_set_restores(image_folder,
+                                                                        tmp_path):
+    import shutil
+    gen = kg.ImageFolderGenerator(image_folder, image_size=(6, 6), batch_size=4, seed=1)
+    gen.on_epoch_end()
+    state = gen.get_state(batches_done=1)
+    assert state["files"].startswith("12 files, names crc32 ")
+    moved = tmp_path / "elsewhere" / "copy"
+    shutil.copytree(image_folder, moved)  # the same data set in another folder
+    resumed = kg.ImageFolderGenerator(moved, image_size=(6, 6), batch_size=4)
+    resumed.set_state(state)
+    np.testing.assert_array_equal(resumed[0][0], gen[1][0])
+    cat = sorted((moved / "cat").glob("*.png"))[0]
+    cat.rename(cat.with_name("renamed.png"))  # same count and labels, other files
+    other = kg.ImageFolderGenerator(moved, image_size=(6, 6), batch_size=4, seed=7)
+    assert other.get_state()["source"] == state["source"]  # labels alone cannot tell
+    path = tmp_path / "gen.json"
+    path.write_text(json.dumps(state))
+    with pytest.raises(ValueError, match=re.escape(
+            f"The checkpoint {path} cannot be restored into this generator: The state "
+            f"belongs to other files: it was saved over files={state['files']!r}, this "
+            f"generator reads files={other.get_state()['files']!r}")):
+        kg.callbacks.restore(other, path)
+    assert other.seed == 7 and other.epoch == 0
+    old = {k: v for k, v in state.items() if k != "files"}  # kerasgen before "files"
+    other.set_state(old)
+    assert other.epoch == 1 and len(other) == len(gen) - 1
+    arrays = state_gen(n=12)
+    with pytest.raises(ValueError, match="this generator reads no files"):
+        arrays.set_state({**state, "sampler": "Shuffle()", "source": arrays.get_state()[
+            "source"]})
+    assert "files" not in arrays.get_state()

@@ -139,3 +139,52 @@ def test_quickstart_demo_trains_from_an_image_folder(tmp_path):
     accuracy = float(out.stdout.split("validation accuracy: ")[1].split()[0])
     assert accuracy > 0.5  # 10 classes: chance is 0.1
     assert "classes: ['0', '1', '2', '3', '4', '5', '6', '7', '8', '9']" in out.stdout
+
+
+def ragged(*lengths):
+    x = np.empty(len(lengths), dtype=object)
+    for i, n in enumerate(lengths):
+        x[i] = np.arange(float(n))
+    return x
+
+
+@pytest.mark.parametrize("x, match", [
+    (ragged(3, 3, 3, 2, 3, 1), r"`x` must have one shape per row to be batched. Received: a "
+                               r"ragged object array, row 0 of shape \(3,\), row 3 of shape "
+                               r"\(2,\). Pad the rows"),
+    (ragged(3, 3, 3, 3), r"`x` must be a numeric array, not an object array of arrays. "
+                         r"Received: 4 rows of shape \(3,\) in an object array. Stack them "
+                         r"into one array first: np.stack\(list\(x\)\)"),
+    (np.array(["a cat", "a dog", "a fox", "an owl"]),
+     r"`x` holds text that cannot be converted to dtype='float32'. Received: row 0 = "
+     r"'a cat' \(x of dtype <U6\). Encode it as numbers first, or pass dtype=None"),
+    (np.array([b"1", b"2", b"x", b"4"]), r"Received: row 2 = b'x' \(x of dtype \|S1\)"),
+    (np.array([1, 2.5, 3, "four", 5], dtype=object), r"holds text .* row 3 = 'four'"),
+    (np.array([[1, 2], [3, "x"], [5, 6]], dtype=object),
+     r"holds text .* row 1 = array\(\[3, 'x'\], dtype=object\)"),
+    ({"a": np.zeros((4, 2)), "text": np.array(["a", "b", "c", "d"])},
+     r"`x\['text'\]` holds text that cannot be converted to dtype='float32'"),
+])
+def test_x_that_batches_could_not_convert_is_refused_at_construction(x, match):
+    """Ragged object arrays and strings as x used to fail at the first batch."""
+    with pytest.raises(ValueError, match=match):
+        kg.ArrayGenerator(x, batch_size=2)
+
+
+def test_x_of_strings_or_objects_that_do_convert_is_still_accepted():
+    numeric_text = kg.ArrayGenerator(np.array(["1.5", "2", "3"]), batch_size=3,
+                                     shuffle=False)
+    np.testing.assert_array_equal(numeric_text[0][0], np.float32([1.5, 2, 3]))
+    numbers = kg.ArrayGenerator(np.array([1, 2.5, 3], dtype=object), batch_size=3,
+                                shuffle=False)
+    np.testing.assert_array_equal(numbers[0][0], np.float32([1, 2.5, 3]))
+    text = np.array(["a cat", "a dog", "an owl"])  # for a model that takes strings
+    kept = kg.ArrayGenerator(text, np.array([0, 1, 0]), batch_size=3, shuffle=False,
+                             dtype=None)
+    assert list(kept[0][0]) == list(text) and kept[0][0].dtype == text.dtype
+    padded = kg.ArrayGenerator(  # an augment that gives every row one shape
+        ragged(3, 1, 2), batch_size=3, shuffle=False,
+        augment=lambda x, rng: np.pad(x, (0, 3 - len(x))))
+    np.testing.assert_array_equal(padded[0][0], np.float32([[0, 1, 2], [0, 0, 0], [0, 1, 0]]))
+    as_given = kg.ArrayGenerator(ragged(3, 1), batch_size=2, shuffle=False, dtype=None)
+    assert [len(row) for row in as_given[0][0]] == [3, 1]  # dtype=None: rows as they are

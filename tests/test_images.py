@@ -3,6 +3,7 @@
 import os
 import pickle
 import re
+import warnings
 
 import cv2
 import numpy as np
@@ -161,7 +162,85 @@ def test_file_cache_is_reused_across_runs_and_rebuilt_on_change(image_folder, tm
 
 
 def cache_bytes(gen, shape=(6, 6, 3)):
-    return 64 + len(gen.file_paths) * (int(np.prod(shape)) + 1)  # key, flags, samples
+    n = len(gen.file_paths)  # the key, n flags, n uint32 checksums (4-byte aligned), then
+    sums = -(-(64 + n) // 4) * 4  # the samples (64-byte aligned)
+    return -(-(sums + 4 * n) // 64) * 64 + n * int(np.prod(shape))
+
+
+def checksum_warnings(record):
+    return [w for w in record if "checksum does not match" in str(w.message)]
+
+
+def test_file_cache_rows_changed_on_disk_are_decoded_again_with_one_warning(image_folder,
+                                                                           tmp_path):
+    """Zeroed pixel bytes in a cache file used to be served as an image."""
+    from kerasgen import cache as cache_mod
+    spec = str(tmp_path / "cache.bin")
+    common = dict(image_size=(6, 6), batch_size=4, shuffle=False, dtype="uint8")
+    expected = np.concatenate([b[0] for b in kg.ImageFolderGenerator(
+        image_folder, cache=None, **common)])
+    filled = kg.ImageFolderGenerator(image_folder, cache=spec, **common)
+    for i in range(len(filled)):
+        filled[i]
+    n, row = len(filled.file_paths), 6 * 6 * 3
+    _, data_at, size = cache_mod.layout(n, (6, 6, 3))
+    assert size == os.path.getsize(spec) == cache_bytes(filled)
+    with open(spec, "r+b") as f:  # zero samples 1 and 9, flip one byte of sample 5
+        for index in (1, 9):
+            f.seek(data_at + index * row)
+            f.write(bytes(row))
+        f.seek(data_at + 5 * row + 7)
+        byte = f.read(1)[0]
+        f.seek(data_at + 5 * row + 7)
+        f.write(bytes([byte ^ 1]))
+    gen = kg.ImageFolderGenerator(image_folder, cache=spec, **common)
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always")
+        got = np.concatenate([gen[i][0] for i in range(len(gen))])
+        got_again = np.concatenate([gen[i][0] for i in range(len(gen))])
+    np.testing.assert_array_equal(got, expected)
+    np.testing.assert_array_equal(got_again, expected)
+    assert len(checksum_warnings(record)) == 1, [str(w.message) for w in record]
+    assert f"The cache file {spec} holds a sample whose checksum" in str(
+        checksum_warnings(record)[0].message)
+    with open(spec, "rb") as f:  # the bad rows were written again
+        f.seek(data_at)
+        rows = np.frombuffer(f.read(n * row), np.uint8).reshape(expected.shape)
+    np.testing.assert_array_equal(rows, expected)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a later run finds every row good
+        again = kg.ImageFolderGenerator(image_folder, cache=spec, **common)
+        for path in again.file_paths:
+            os.rename(path, path + ".moved")
+        np.testing.assert_array_equal(
+            np.concatenate([again[i][0] for i in range(len(again))]), expected)
+
+
+@pytest.mark.parametrize("checksum", ["crc32c", "crc32"])
+def test_forged_filled_flags_in_a_file_cache_are_not_served(image_folder, tmp_path,
+                                                            monkeypatch, checksum):
+    """A flag set without the row written (or the checksum beside it) is a cache miss,
+    with either checksum (CRC32C where google-crc32c is installed, else zlib's)."""
+    from kerasgen import cache as cache_mod
+    if checksum == "crc32c" and cache_mod.CHECKSUM != "crc32c":
+        pytest.skip("google-crc32c (with its C code) is not installed")
+    monkeypatch.setattr(cache_mod, "CHECKSUM", checksum)
+    monkeypatch.setattr(cache_mod, "_checksum", getattr(cache_mod, checksum))
+    spec = str(tmp_path / "cache.bin")
+    common = dict(image_size=(6, 6), batch_size=12, shuffle=False, dtype="uint8")
+    expected = kg.ImageFolderGenerator(image_folder, cache=None, **common)[0][0]
+    gen = kg.ImageFolderGenerator(image_folder, cache=spec, **common)  # nothing filled
+    with open(spec, "r+b") as f:
+        f.seek(64)
+        f.write(b"\x01" * len(gen.file_paths))  # every row "filled" with zeros
+    with pytest.warns(UserWarning, match=re.escape(f"The cache file {spec} holds a sample "
+                                                   "whose checksum does not match")) as record:
+        np.testing.assert_array_equal(gen[0][0], expected)
+    assert len(checksum_warnings(record)) == 1
+    reused = kg.ImageFolderGenerator(image_folder, cache=spec, **common)
+    for path in reused.file_paths:  # now genuinely filled: served from the file
+        os.rename(path, path + ".moved")
+    np.testing.assert_array_equal(reused[0][0], expected)
 
 
 @pytest.mark.parametrize("how", ["fallocate", "unsupported"])
