@@ -186,7 +186,7 @@ class Generator(PyDataset):
             context=context, prepare=self.use_multiprocessing)
         self._epoch_open = False
         self._short_epoch_done = False  # a resumed, shortened epoch just ended in fit
-        self._stats = stats_mod.PipelineStats() if stats else None
+        self._stats = stats_mod.BatchTimings() if stats else None
         self.fit_wait_s = None  # set by kg.callbacks.PipelineStats each epoch
         if (num_shards is None) != (shard_index is None):
             raise ValueError("`num_shards` and `shard_index` go together. Received: "
