@@ -90,8 +90,8 @@ KNOWN_NAMES = {
 
 
 def public_name(obj):
-    """The name a user called: the first public class of `obj`'s type (SQLGenerator for
-    its private image and feature variants)."""
+    """The name a user called: the first public class of `obj`'s type (not a private
+    subclass's)."""
     return next((c.__name__ for c in type(obj).__mro__ if not c.__name__.startswith("_")),
                 type(obj).__name__)
 

@@ -16,6 +16,7 @@ from keras.utils import PyDataset
 from kerasgen import _ahead, _checks, _keras_compat, _malloc, _order, _workers, batching
 from kerasgen import labels as labels_mod
 from kerasgen import augment as augment_mod
+from kerasgen import samplers as samplers_mod
 from kerasgen import seeding
 from kerasgen import stats as stats_mod
 
@@ -114,6 +115,7 @@ class Generator(PyDataset):
         self.num_samples = _checks.non_negative_int("num_samples", num_samples)
         self.batch_size = _checks.positive_int("batch_size", batch_size)
         self.shuffle = bool(shuffle)
+        samplers_mod.check_seed(sampler, seed)  # before a None seed is drawn
         seed = seeding.resolve_seed(seed)
         self.dtype = _checks.one_of("dtype", dtype, batching.DTYPES)
         self.drop_remainder = bool(drop_remainder)
@@ -186,7 +188,7 @@ class Generator(PyDataset):
             context=context, prepare=self.use_multiprocessing)
         self._epoch_open = False
         self._short_epoch_done = False  # a resumed, shortened epoch just ended in fit
-        self._stats = stats_mod.PipelineStats() if stats else None
+        self._stats = stats_mod.BatchTimings() if stats else None
         self.fit_wait_s = None  # set by kg.callbacks.PipelineStats each epoch
         if (num_shards is None) != (shard_index is None):
             raise ValueError("`num_shards` and `shard_index` go together. Received: "

@@ -65,7 +65,7 @@ class ImageLoader:
         self.read = read
         self.processes = 1  # worker processes sharing the machine's cores
         self.stand_ins = None  # index -> candidate replacement indices, in order
-        self.stats = None  # a stats.PipelineStats, or None
+        self.stats = None  # a stats.BatchTimings, or None
         self.skipped = list(skipped)  # files skipped so far (listed ones, bad ones)
         self.buffers = batching.BufferPool()  # batch arrays, reused when Keras let go
         self._lock = threading.Lock()

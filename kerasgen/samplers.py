@@ -3,8 +3,8 @@
 A plan is the list of samples of one epoch, in batch order. `Shuffle` and `Sequential`
 are the generators' own orders (shuffle=True / False) and return a `Plan`; random
 over/under-sampling and balanced batches give an index array; SMOTE gives a `Plan` whose
-synthetic entries are (i, neighbour slot, lam), realised at batch time as
-x_i + lam * (x_j - x_i), with j the slot-th nearest same-class neighbour of i, found only
+synthetic entries are (i, neighbor slot, lam), realised at batch time as
+x_i + lam * (x_j - x_i), with j the slot-th nearest same-class neighbor of i, found only
 when a batch needs it. Any object with a `plan` method as `Sampler` describes it is a
 sampler too (docs/custom-datasets.md, "A sampler of your own").
 
@@ -47,10 +47,12 @@ class Sampler(typing.Protocol):
 
     - `labels`: one int class id per sample (`gen.labels`), or None when the samples have
       no single class (label_mode "multi_label", "raw" floats, "mask", no labels).
-    - `seed`: the generator's seed (a sampler's own `seed` serves `fit_resample` only).
+    - `seed`: the generator's seed. A kerasgen sampler's own `seed` serves `fit_resample`
+      only: one that differs from the generator's is a ValueError when the generator is
+      built.
     - `epoch`: the epoch number, 0 first.
     - `context`: keywords the generator adds: `num_samples`, `batch_size`, `class_names`
-      and `features` (the feature space of a neighbour search). Take `**context` to
+      and `features` (the feature space of a neighbor search). Take `**context` to
       accept them; a `plan(labels, seed, epoch)` without it is called without them.
 
     A generator's state (`get_state`) names its sampler by `repr(sampler)`, less the
@@ -65,17 +67,31 @@ class Sampler(typing.Protocol):
 
 
 class Plan:
-    """An epoch plan: sample `indices`; for synthetic entries a neighbour `slot` >= 0
-    and a mixing weight `lam` (originals have slot -1)."""
+    """An epoch plan: sample `indices`; for synthetic entries a neighbor `slot` >= 0
+    and a mixing weight `lam` (originals have slot -1), and `neighbors`, the
+    `NeighborCache` that resolves (i, slot) to the neighbor j. (`neighbours`, the old
+    spelling, still works with a DeprecationWarning.)"""
 
-    def __init__(self, indices, slots=None, lams=None, neighbours=None):
+    def __init__(self, indices, slots=None, lams=None, neighbors=None, *, neighbours=None):
+        if neighbours is not None:
+            warnings.warn("Plan(neighbours=...) is deprecated: use neighbors= "
+                          "(imbalanced-learn's spelling, as in k_neighbors).",
+                          DeprecationWarning, stacklevel=2)
+            neighbors = neighbours if neighbors is None else neighbors
         indices = np.asarray(indices)
         self.indices = indices if indices.dtype in (np.int32, np.int64) else indices.astype(
             np.int64)
         self.slots = slots
         self.lams = lams
-        self.neighbours = neighbours  # resolves (i, slot) -> j
+        self.neighbors = neighbors  # resolves (i, slot) -> j
         self._synthetic_positions = None
+
+    @property
+    def neighbours(self):
+        """Deprecated: `neighbors`."""
+        warnings.warn("Plan.neighbours is deprecated: use Plan.neighbors.",
+                      DeprecationWarning, stacklevel=2)
+        return self.neighbors
 
     def __len__(self):
         return len(self.indices)
@@ -91,25 +107,25 @@ class Plan:
         partners = np.full(len(indices), -1, dtype=np.int64)
         synthetic = slots >= 0
         bases = indices[synthetic]
-        if not self.neighbours.known(bases):
-            self.neighbours.prepare(self._upcoming_bases(start))
-        partners[synthetic] = self.neighbours.resolve(bases, slots[synthetic])
+        if not self.neighbors.known(bases):
+            self.neighbors.prepare(self._upcoming_bases(start))
+        partners[synthetic] = self.neighbors.resolve(bases, slots[synthetic])
         return indices, partners, self.lams[start:stop]
 
     def prepare_all(self):
-        """Finds the neighbours of every synthetic entry now (before worker processes
+        """Finds the neighbors of every synthetic entry now (before worker processes
         fork, so they inherit them instead of each searching anew)."""
         if self.slots is not None:
-            self.neighbours.prepare(self.indices[self.slots >= 0])
+            self.neighbors.prepare(self.indices[self.slots >= 0])
 
     def _upcoming_bases(self, start):
         """Bases of the next synthetic entries from `start`: a block that doubles with what
         is already known (at least 256), so the first batch is quick and the whole epoch
-        needs few neighbour queries."""
+        needs few neighbor queries."""
         if self._synthetic_positions is None:
             self._synthetic_positions = np.flatnonzero(self.slots >= 0)
         first = np.searchsorted(self._synthetic_positions, start)
-        size = max(256, self.neighbours.num_known())
+        size = max(256, self.neighbors.num_known())
         return self.indices[self._synthetic_positions[first:first + size]]
 
 
@@ -177,6 +193,12 @@ def target_counts(labels, sampling_strategy, kind, class_names=None, *, classes=
     values. A callable gets `y` (default: `labels`). Ties between equal classes break
     toward the smaller id, as imbalanced-learn's max/min over its sorted classes do.
     """
+    return _resolve_strategy(labels, sampling_strategy, kind, class_names, classes, y)[0]
+
+
+def _resolve_strategy(labels, sampling_strategy, kind, class_names, classes, y):
+    """(target_counts, the class ids the strategy names): imbalanced-learn's
+    `sampling_strategy_` has an entry for exactly these classes."""
     counts = class_counts(labels)
     if len(counts) < 2:
         raise ValueError(f"Resampling needs at least two classes; the labels hold only "
@@ -205,7 +227,7 @@ def target_counts(labels, sampling_strategy, kind, class_names=None, *, classes=
             "all": list(counts),
         }[strategy]
         goal = counts[majority] if kind == "over" else counts[minority]
-        return {c: (goal if c in chosen else n) for c, n in counts.items()}
+        return {c: (goal if c in chosen else n) for c, n in counts.items()}, chosen
     if isinstance(strategy, numbers.Real):
         ratio = float(strategy)
         if len(counts) != 2:
@@ -227,7 +249,7 @@ def target_counts(labels, sampling_strategy, kind, class_names=None, *, classes=
                             f"- {n}) = {added} samples to add; an over-sampler must add "
                             f"at least one, as in imbalanced-learn. {hint}.")
                     out[c] = n + added
-            return out
+            return out, [c for c in counts if c != majority]
         # imbalanced-learn: int(n_minority / ratio), truncated, at most what there is
         for c, n in counts.items():
             if c != minority:
@@ -240,8 +262,9 @@ def target_counts(labels, sampling_strategy, kind, class_names=None, *, classes=
                         f"{n} to int({counts[minority]} / {strategy}) = {target} samples; "
                         f"an under-sampler only removes samples. {hint}.")
                 out[c] = target
-        return out
+        return out, [c for c in counts if c != minority]
     out = dict(counts)
+    chosen = []
     for key, value in strategy.items():
         c = _class_id(key, class_names, classes)
         if c not in counts:
@@ -258,7 +281,8 @@ def target_counts(labels, sampling_strategy, kind, class_names=None, *, classes=
                 f"An under-sampler only removes samples: class {key!r} has "
                 f"{counts[c]}, and sampling_strategy asks for {value}.")
         out[c] = value
-    return out
+        chosen.append(c)
+    return out, chosen
 
 
 def _least_ratio(works, start):
@@ -305,6 +329,7 @@ class _SamplerBase:
         if self.kind is not None:
             check_strategy(sampling_strategy, self.kind)
         self.sampling_strategy = sampling_strategy
+        self._given_seed = seed  # None: drawn (check_seed tells the two apart)
         self.seed = seeding.resolve_seed(seed)
 
     def __repr__(self):
@@ -331,26 +356,46 @@ class _SamplerBase:
         or one-hot rows; `y_res` comes back in the same form and dtype (a list, a pandas
         Series or DataFrame too), and so does `x_res`. Dict keys of `sampling_strategy`
         are values of `y` (column indices for one-hot rows).
+
+        Sets `class_counts_` ({class: count after resampling}) and, as imbalanced-learn
+        does, `sampling_strategy_`: {class: samples added} for an over-sampler (SMOTE,
+        RandomOverSampler), {class: count kept} for an under-sampler, with an entry for
+        each class the strategy resamples; the random samplers also set
+        `sample_indices_`.
         """
         y_classes = _resample_arrays.class_labels(y)
         x_rows = np.asarray(x)
         if x_rows.ndim == 0 or len(x_rows) != len(y_classes.ids):
             raise ValueError(f"`x` and `y` must hold the same number of samples. Received: "
                              f"x of shape {x_rows.shape}, {len(y_classes.ids)} labels in y.")
+        context = {"classes": y_classes.classes, "y": y_classes.labels}
+        if self.kind is not None:  # the strategy resolved once (a callable called once)
+            targets, chosen = _resolve_strategy(y_classes.ids, self.sampling_strategy,
+                                                self.kind, None, y_classes.classes,
+                                                y_classes.labels)
+            context["targets"] = targets
         plan = self.plan(y_classes.ids, self.seed, 0,
-                         features=x_rows.reshape(len(x_rows), -1),
-                         classes=y_classes.classes, y=y_classes.labels)
+                         features=x_rows.reshape(len(x_rows), -1), **context)
         x_res, y_res = realise(plan, x_rows, y_classes.rows)
         taken = plan.indices if isinstance(plan, Plan) else np.asarray(plan)
-        # {class: count after resampling}, keyed by the class values of y
-        self.sampling_strategy_ = {y_classes.classes[c]: n
-                                   for c, n in class_counts(y_classes.ids[taken]).items()}
+        value = y_classes.classes
+        self.class_counts_ = {value[c]: n
+                              for c, n in class_counts(y_classes.ids[taken]).items()}
+        if self.kind is not None:
+            # imbalanced-learn's meaning: {class: samples to add} for an over-sampler,
+            # {class: count to keep} for an under-sampler, for the classes resampled
+            counts = class_counts(y_classes.ids)
+            self.sampling_strategy_ = {
+                value[c]: targets[c] - counts[c] if self.kind == "over" else targets[c]
+                for c in sorted(set(chosen))}
         return _resample_arrays.restore(x_res, x), _resample_arrays.restore(y_res, y)
 
 
 def _targets(sampler, labels, context):
     """target_counts for a sampler's plan: class names inside a generator, the class
-    values of y (and y for a callable) from fit_resample."""
+    values of y (and y for a callable) from fit_resample, which resolves them first."""
+    if context.get("targets") is not None:
+        return context["targets"]
     return target_counts(labels, sampler.sampling_strategy, sampler.kind,
                          context.get("class_names"), classes=context.get("classes"),
                          y=context.get("y"))
@@ -410,17 +455,46 @@ class RandomUnderSampler(_RandomSampler):
 
 class BalancedBatchSampler(_SamplerBase):
     """Every batch holds equal counts per class (as near as batch_size allows: the
-    remainder slots go to classes in turn). An epoch is `n_batches` batches; by default
+    remainder slots go to classes in turn). An epoch is `num_batches` batches; by default
     enough for each sample of the majority class to be seen once. Smaller classes
-    repeat, each in a fresh order every pass."""
+    repeat, each in a fresh order every pass. (`n_batches`, the old name of
+    `num_batches`, still works with a DeprecationWarning.) `fit_resample` sets
+    `class_counts_`; as it neither over- nor under-samples by imbalanced-learn's rules, it
+    sets no `sampling_strategy_`."""
 
-    def __init__(self, n_batches=None, seed=None):
+    def __init__(self, num_batches=None, seed=None, *, n_batches=None):
+        if n_batches is not None:
+            if num_batches is not None:
+                raise TypeError("BalancedBatchSampler got `num_batches` and its deprecated "
+                                "name `n_batches`. Pass num_batches= only.")
+            warnings.warn("BalancedBatchSampler(n_batches=...) is deprecated: use "
+                          "num_batches=.", DeprecationWarning, stacklevel=2)
+            num_batches = n_batches
         super().__init__("all", seed)
-        self.n_batches = None if n_batches is None else _checks.positive_int("n_batches",
-                                                                              n_batches)
+        self.num_batches = (None if num_batches is None
+                            else _checks.positive_int("num_batches", num_batches))
+
+    @property
+    def n_batches(self):
+        """Deprecated: `num_batches`."""
+        warnings.warn("BalancedBatchSampler.n_batches is deprecated: use num_batches.",
+                      DeprecationWarning, stacklevel=2)
+        return self.num_batches
+
+    @property
+    def sampling_strategy_(self):
+        """Deprecated: the class counts after `fit_resample` are `class_counts_`."""
+        warnings.warn("BalancedBatchSampler.sampling_strategy_ is deprecated: the class "
+                      "counts after fit_resample are `class_counts_`.", DeprecationWarning,
+                      stacklevel=2)
+        try:
+            return self.class_counts_
+        except AttributeError:
+            raise AttributeError("'BalancedBatchSampler' object has no attribute "
+                                 "'sampling_strategy_' (call fit_resample first)") from None
 
     def _params(self):
-        return {"n_batches": self.n_batches, "seed": self.seed}
+        return {"num_batches": self.num_batches, "seed": self.seed}
 
     def plan(self, labels, seed, epoch, batch_size=32, **context):
         labels = self._labels(labels)
@@ -433,17 +507,17 @@ class BalancedBatchSampler(_SamplerBase):
                              f"classes ({len(classes)}) for balanced batches.")
         rng = seeding.rng(seed, seeding.SAMPLER, epoch)
         per_class, extra = divmod(batch_size, len(classes))
-        n_batches = self.n_batches or int(np.ceil(max(counts.values()) / per_class))
+        num_batches = self.num_batches or int(np.ceil(max(counts.values()) / per_class))
         streams = {}
         for c in classes:
             members = np.flatnonzero(labels == c)
-            taken = n_batches * (per_class + 1)
+            taken = num_batches * (per_class + 1)
             passes = int(np.ceil(taken / len(members)))
             streams[c] = np.concatenate([rng.permutation(members) for _ in range(passes)])
         used = {c: 0 for c in classes}
         batches = []
         order = rng.permutation(len(classes))
-        for b in range(n_batches):
+        for b in range(num_batches):
             lucky = {classes[order[(b * extra + k) % len(classes)]] for k in range(extra)}
             batch = []
             for c in classes:
@@ -458,10 +532,10 @@ class SMOTE(_SamplerBase):
     """SMOTE-style synthetic over-sampling, never materialised.
 
     For each class to grow, each synthetic sample is (i, j, lam): i a sample of the class,
-    j one of its k nearest same-class neighbours in feature space, lam uniform in [0, 1);
+    j one of its k nearest same-class neighbors in feature space, lam uniform in [0, 1);
     the batch realises x_i + lam * (x_j - x_i). The bases i go through the class in a
     seeded order, round after round (each sample is a base about equally often), so
-    neighbours are computed only for the bases a batch needs, once each.
+    neighbors are computed only for the bases a batch needs, once each.
 
     Feature space: the data itself for arrays; for images, `features=` passed to the
     generator (embeddings, say) or small thumbnails computed once.
@@ -483,7 +557,7 @@ class SMOTE(_SamplerBase):
             raise ValueError("SMOTE needs a feature space: arrays give their data; for "
                              "image generators pass features= or let them make thumbnails.")
         rng = seeding.rng(seed, seeding.SAMPLER, epoch)
-        neighbours = _neighbour_cache(self, features, labels, targets)
+        neighbors = _neighbor_cache(self, features, labels, targets)
         index_type = np.int32 if len(labels) < 2**31 else np.int64  # plans stay compact
         indices, slots, lams = [], [], []
         for c, target in targets.items():
@@ -494,7 +568,7 @@ class SMOTE(_SamplerBase):
             n_new = target - len(members)
             if n_new <= 0:
                 continue
-            k = neighbours.k_for(c)
+            k = neighbors.k_for(c)
             rounds = int(np.ceil(n_new / len(members)))
             bases = np.concatenate([rng.permutation(members) for _ in range(rounds)])[:n_new]
             indices.append(bases)
@@ -506,12 +580,12 @@ class SMOTE(_SamplerBase):
         slots = slots[order]
         lams = lams[order]
         del order
-        return Plan(indices, slots, lams, neighbours)
+        return Plan(indices, slots, lams, neighbors)
 
 
 def _interleave(rng, synthetic):
     """A random order that keeps the synthetic entries in their given order (so bases are
-    met round by round, and neighbour blocks are computed in turn)."""
+    met round by round, and neighbor blocks are computed in turn)."""
     index_type = np.int32 if len(synthetic) < 2**31 else np.int64
     order = np.arange(len(synthetic), dtype=index_type)
     rng.shuffle(order)  # in place: no int64 copy of a long plan
@@ -520,21 +594,21 @@ def _interleave(rng, synthetic):
     return order
 
 
-def _neighbour_cache(sampler, features, labels, targets):
-    """One NeighbourCache per (sampler, features, labels): reused across epochs."""
+def _neighbor_cache(sampler, features, labels, targets):
+    """One NeighborCache per (sampler, features, labels): reused across epochs."""
     key = (id(features), id(labels), tuple(sorted(targets.items())))
-    cache = getattr(sampler, "_neighbours", None)
+    cache = getattr(sampler, "_neighbors", None)
     if cache is None or cache.key != key:
-        cache = NeighbourCache(features, labels, [c for c, t in targets.items()
+        cache = NeighborCache(features, labels, [c for c, t in targets.items()
                                                   if t > (labels == c).sum()],
                                sampler.k_neighbors)
         cache.key = key
-        sampler._neighbours = cache
+        sampler._neighbors = cache
     return cache
 
 
-class NeighbourCache:
-    """k nearest same-class neighbours, computed on demand in blocks and kept.
+class NeighborCache:
+    """k nearest same-class neighbors, computed on demand in blocks and kept.
 
     Uses scikit-learn's NearestNeighbors (exact search), fitted once per class; queries
     run for blocks of consecutive bases as the epoch reaches them.
@@ -600,14 +674,14 @@ class NeighbourCache:
         return bool((self.table[self.row[bases], 0] >= 0).all())
 
     def prepare(self, bases):
-        """Computes the neighbours of those `bases` not known yet."""
+        """Computes the neighbors of those `bases` not known yet."""
         with self._lock:
             missing = np.unique(bases[self.table[self.row[bases], 0] < 0])
             if len(missing):
                 self._compute(missing)
 
     def resolve(self, bases, slots):
-        """j for each (base, slot): the slot-th nearest same-class neighbour of base."""
+        """j for each (base, slot): the slot-th nearest same-class neighbor of base."""
         if not self.known(bases):
             self.prepare(bases)
         return self.table[self.row[bases], slots].astype(np.int64)
@@ -638,6 +712,22 @@ def as_sampler(sampler):
         return _ImblearnSampler(sampler)
     _checks.fail("sampler", "None, a kg.samplers sampler, an imbalanced-learn sampler or "
                  "an object with a plan(labels, seed, epoch) method", sampler, TypeError)
+
+
+def check_seed(sampler, seed):
+    """Refuses a kerasgen sampler built with a `seed` of its own inside a generator whose
+    `seed` differs: a generator's order comes from the generator's seed (a sampler's own
+    seed serves `fit_resample` only), so that seed would be silently ignored."""
+    given = getattr(sampler, "_given_seed", None)
+    if given is None or (seed is not None and given == seed):
+        return
+    drawn = " (None: a seed drawn at random)" if seed is None else ""
+    raise ValueError(
+        f"`seed` of {type(sampler).__name__}(seed={given!r}) is not used inside a "
+        f"generator: the generator's `seed` draws every epoch's plan (a sampler's own seed "
+        f"serves fit_resample only). Received: sampler seed={given!r}, generator "
+        f"seed={seed!r}{drawn}. Pass seed={given!r} to the generator, and no seed to the "
+        f"sampler.")
 
 
 def identity(sampler):
@@ -706,3 +796,11 @@ class _ImblearnSampler:
                 "so it cannot pick samples inside a generator. Use kg.samplers.SMOTE, or "
                 "kg.rebalance() on arrays.")
         return rng.permutation(np.asarray(sampler.sample_indices_))
+
+
+def __getattr__(name):
+    if name == "NeighbourCache":  # the old spelling, for one release
+        warnings.warn("kerasgen.samplers.NeighbourCache is deprecated: use NeighborCache.",
+                      DeprecationWarning, stacklevel=2)
+        return NeighborCache
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

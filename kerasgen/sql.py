@@ -1,4 +1,6 @@
-"""SQLGenerator: rows of an SQLite query, as image paths or as numeric feature columns."""
+"""Rows of an SQLite query: `SQLImageGenerator` (a column of image paths) and
+`SQLFeatureGenerator` (numeric feature columns), and `SQLGenerator`, the function that
+returns the one `x_col` asks for."""
 
 import numbers
 import os
@@ -98,8 +100,10 @@ def read_query(db, query):
                                       os.path.dirname(os.path.abspath(path)))
 
 
-class SQLGenerator:
-    """Rows of an SQLite query (the standard library's sqlite3; run once, read-only).
+def SQLGenerator(db, query, x_col="filename", y_col="label", **kwargs):
+    """Rows of an SQLite query (the standard library's sqlite3; run once, read-only): an
+    `SQLImageGenerator` when `x_col` is one column name, an `SQLFeatureGenerator` when it
+    is a list of columns.
 
     `x_col` a column name: the column holds image paths (relative to `directory`, by
     default the database's folder) and every CSVGenerator option applies (image_size,
@@ -113,35 +117,35 @@ class SQLGenerator:
     columns it returned); such a query is refused before it runs, so no file is created
     or changed.
     """
+    if isinstance(x_col, (list, tuple)):
+        return SQLFeatureGenerator(db, query, x_col, y_col, **kwargs)
+    return SQLImageGenerator(db, query, x_col, y_col, **kwargs)
 
-    def __new__(cls, db, query, x_col="filename", y_col="label", **kwargs):
+
+class SQLImageGenerator(CSVGenerator):
+    """Images whose paths are in column `x_col` of an SQLite query's rows: a CSVGenerator
+    over the query result (every CSVGenerator option applies). See `SQLGenerator`."""
+
+    def __init__(self, db, query, x_col="filename", y_col="label", **kwargs):
+        if not isinstance(x_col, str):
+            _checks.fail("x_col", "one column name (of image paths)", x_col, TypeError,
+                         hint="For numeric feature columns use SQLFeatureGenerator (or "
+                              "SQLGenerator with a list of columns)")
+        super().__init__(read_query(db, query), x_col=x_col, y_col=y_col, **kwargs)
+
+
+class SQLFeatureGenerator(ArrayGenerator):
+    """Numeric feature columns `x_col` of an SQLite query's rows, one row per sample: an
+    ArrayGenerator over the query result. See `SQLGenerator`."""
+
+    def __init__(self, db, query, x_col, y_col="label", *, label_mode="int",
+                 validation_split=None, subset=None, seed=None, class_names=None,
+                 num_classes=None, **kwargs):
+        if not isinstance(x_col, (list, tuple)) or not x_col:
+            _checks.fail("x_col", "a non-empty list of numeric column names", x_col,
+                         TypeError, hint="For one column of image paths use "
+                                         "SQLImageGenerator (or SQLGenerator with its name)")
         table = read_query(db, query)
-        if isinstance(x_col, (list, tuple)):
-            return _SQLFeatures(table, x_col, y_col, **kwargs)
-        return _SQLImages(table, x_col, y_col, **kwargs)
-
-
-class _SQLImages(SQLGenerator, CSVGenerator):
-    def __new__(cls, *args, **kwargs):
-        return object.__new__(cls)
-
-    def __init__(self, *args, **kwargs):
-        if getattr(self, "_sql_ready", False):  # SQLGenerator(...) calls __init__ again
-            return
-        table, x_col, y_col = args
-        CSVGenerator.__init__(self, table, x_col=x_col, y_col=y_col, **kwargs)
-        self._sql_ready = True
-
-
-class _SQLFeatures(SQLGenerator, ArrayGenerator):
-    def __new__(cls, *args, **kwargs):
-        return object.__new__(cls)
-
-    def __init__(self, *args, label_mode="int", validation_split=None, subset=None,
-                 seed=None, class_names=None, num_classes=None, **kwargs):
-        if getattr(self, "_sql_ready", False):  # SQLGenerator(...) calls __init__ again
-            return
-        table, x_col, y_col = args
         for name in x_col:
             table.column(name, "x_col")
         rows = list(zip(*(table.columns[c] for c in x_col)))
@@ -166,9 +170,8 @@ class _SQLFeatures(SQLGenerator, ArrayGenerator):
             x, y = x[keep], _rows(y, keep)
         self.table = table
         self.validation_split, self.subset = validation_split, subset
-        ArrayGenerator.__init__(self, x, y, label_mode=label_mode, seed=seed,
-                                class_names=class_names, num_classes=num_classes, **kwargs)
-        self._sql_ready = True
+        super().__init__(x, y, label_mode=label_mode, seed=seed, class_names=class_names,
+                         num_classes=num_classes, **kwargs)
 
     def describe_sample(self, index):
         return self.table.describe(index)

@@ -1,4 +1,9 @@
-"""Pipeline statistics: where the time of making batches goes (like tf.data's stats)."""
+"""Pipeline statistics: where the time of making batches goes (like tf.data's stats).
+
+One concept, three handles: `stats=True` (a generator argument) makes the generator keep
+a `BatchTimings` here, `gen.stats()` returns its summary, and the Keras callback
+`kg.callbacks.PipelineStats` logs that summary every epoch.
+"""
 
 import contextlib
 import threading
@@ -8,8 +13,9 @@ STAGES = ("list", "read", "decode", "augment", "assemble")
 _OFF = contextlib.nullcontext()
 
 
-class PipelineStats:
-    """Time per stage and per batch, for the batches made in this process.
+class BatchTimings:
+    """Time per stage and per batch, for the batches made in this process (the record
+    behind `gen.stats()`; `kg.callbacks.PipelineStats` is the callback that logs it).
 
     Stage times are summed over batches; batches made at once by worker threads overlap,
     so the sums can exceed the wall time. `busy_s` sums the time spent inside `gen[i]`.

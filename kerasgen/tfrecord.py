@@ -3,6 +3,8 @@
 import os
 import struct
 import threading
+import warnings
+from collections.abc import Mapping
 
 import numpy as np
 
@@ -88,12 +90,12 @@ def _value(feature, kind, key, describe):
         hint = (f"Declare it {SUGGEST[which]}." if kind != "label" else
                 "A label is one class id (int64_list) or one class name (bytes_list).")
         raise ValueError(
-            f"`features[{key!r}]` is {kind!r}, which reads {' or '.join(LISTS[kind])}, "
+            f"`feature_spec[{key!r}]` is {kind!r}, which reads {' or '.join(LISTS[kind])}, "
             f"but feature {key!r} of {describe()} is {A_LIST[which]}. {hint}")
     if kind in ("image", "label"):
         if len(values) != 1:
             raise ValueError(
-                f"`features[{key!r}]` is {kind!r}, which takes one value per record, but "
+                f"`feature_spec[{key!r}]` is {kind!r}, which takes one value per record, but "
                 f"feature {key!r} of {describe()} holds {len(values)}.")
         value = values[0]
         return value.decode() if kind == "label" and isinstance(value, bytes) else value
@@ -105,7 +107,7 @@ def _value(feature, kind, key, describe):
         raise ValueError(
             f"Feature {key!r} of {describe()} holds {int(ints[inexact.argmax()])}: numeric "
             f"features are float32 in batches, which hold integers exactly only up to "
-            f"2**24. Leave the feature out of `features`, or scale it.")
+            f"2**24. Leave the feature out of `feature_spec`, or scale it.")
     return ints
 
 
@@ -120,13 +122,15 @@ class TFRecordGenerator(Generator):
 
     Args:
         files: a TFRecord file or a list of them (uncompressed).
-        features: {feature key: kind}, kinds "image" (one encoded image, bytes_list),
+        feature_spec: {feature key: kind}, kinds "image" (one encoded image, bytes_list),
             "label" (one class id, int64_list, or one class name, bytes_list), "float"
             (float_list) / "int" (int64_list, up to 2**24 in magnitude): numeric
             features, concatenated in key order when there are several. One "image"
             key, or numeric keys, make x. A feature whose list is not the one its kind
             reads is an error naming the feature, both kinds and the record; nothing is
-            cast.
+            cast. (Its old name `features=` still works, with a DeprecationWarning;
+            `features=` holding an array is SMOTE's feature space, as on every
+            generator.)
         image_size, color_mode, interpolation, rescale: for "image" features.
         label_mode: "int" (default, as Keras) when there is a "label" feature, else None.
         **common: see kg.Generator.
@@ -134,9 +138,20 @@ class TFRecordGenerator(Generator):
 
     prefetch_auto = 2
 
-    def __init__(self, files, features, *, image_size=(256, 256), color_mode="rgb",
+    def __init__(self, files, feature_spec=None, *, image_size=(256, 256), color_mode="rgb",
                  interpolation="bilinear", rescale=None, label_mode="auto", class_names=None,
                  verbose=1, **common):
+        if isinstance(common.get("features"), Mapping):  # the old name of feature_spec
+            if feature_spec is not None:
+                raise TypeError("TFRecordGenerator got two feature specs: `feature_spec` and "
+                                "a dict `features`. Pass the {feature key: kind} dict as "
+                                "`feature_spec` only; `features=` is SMOTE's feature space "
+                                "(an array, one row per record).")
+            warnings.warn("TFRecordGenerator(features={key: kind}) is deprecated: the spec "
+                          "is now `feature_spec=` (or the second positional argument); "
+                          "`features=` is SMOTE's feature space, as on every generator.",
+                          DeprecationWarning, stacklevel=2)
+            feature_spec = common.pop("features")
         self.paths = [os.fspath(f) for f in ([files] if isinstance(files, (str, os.PathLike))
                                              else files)]
         if not self.paths:
@@ -144,21 +159,23 @@ class TFRecordGenerator(Generator):
         for path in self.paths:
             if not os.path.isfile(path):
                 raise FileNotFoundError(f"TFRecord file not found: {path}")
-        if not isinstance(features, dict) or not features:
-            _checks.fail("features", "a dict {feature key: kind}", features, TypeError)
-        for key, kind in features.items():
-            _checks.one_of(f"features[{key!r}]", kind, KINDS)
-        self.features = dict(features)
-        kinds = list(self.features.values())
-        self.image_key = next((k for k, v in self.features.items() if v == "image"), None)
-        self.label_key = next((k for k, v in self.features.items() if v == "label"), None)
-        self.numeric_keys = [k for k, v in self.features.items() if v in ("float", "int")]
+        if not isinstance(feature_spec, Mapping) or not feature_spec:
+            _checks.fail("feature_spec", "a dict {feature key: kind}", feature_spec, TypeError)
+        for key, kind in feature_spec.items():
+            _checks.one_of(f"feature_spec[{key!r}]", kind, KINDS)
+        self.feature_spec = dict(feature_spec)
+        spec = self.feature_spec
+        kinds = list(spec.values())
+        self.image_key = next((k for k, v in spec.items() if v == "image"), None)
+        self.label_key = next((k for k, v in spec.items() if v == "label"), None)
+        self.numeric_keys = [k for k, v in spec.items() if v in ("float", "int")]
         if kinds.count("image") > 1 or kinds.count("label") > 1:
-            raise ValueError("`features` may name one 'image' and one 'label' key.")
+            raise ValueError(f"`feature_spec` may name one 'image' and one 'label' key. "
+                             f"Received: feature_spec={spec}.")
         if (self.image_key is None) == (not self.numeric_keys):
-            raise ValueError("`features` must name either one 'image' key or numeric "
+            raise ValueError("`feature_spec` must name either one 'image' key or numeric "
                              "('float' / 'int') keys for x. Received: "
-                             f"features={self.features}.")
+                             f"feature_spec={spec}.")
         self.image_size = _checks.image_size(image_size)
         self.color_mode = images.check_color_mode(color_mode)
         self.interpolation = images.check_interpolation(interpolation)
@@ -213,7 +230,7 @@ class TFRecordGenerator(Generator):
                 np.stack(numeric) if numeric else None)
 
     def _read(self, example, key, k):
-        return _value(self._feature(example, key, k), self.features[key], key,
+        return _value(self._feature(example, key, k), self.feature_spec[key], key,
                       lambda: self.describe_sample(k))
 
     def _feature(self, example, key, k):
@@ -245,6 +262,13 @@ class TFRecordGenerator(Generator):
                 f"{offset - 12}) fails its CRC32C check ({length} bytes). Rewrite the file, "
                 f"or restore an intact copy.")
         return self._example.FromString(data)
+
+    @property
+    def features(self):
+        """Deprecated: the {feature key: kind} dict is `feature_spec`."""
+        warnings.warn("TFRecordGenerator.features is deprecated: use `feature_spec`.",
+                      DeprecationWarning, stacklevel=2)
+        return self.feature_spec
 
     @property
     def sampler_features(self):

@@ -291,7 +291,7 @@ def test_crop_and_pad_geometry(tmp_path):
      r"^ArrayGenerator\(\) got .*did you mean `batch_size`\?"),
     (lambda d, c: kg.SQLGenerator(os.path.join(d, "db.sqlite"),
                                    "SELECT filename, label FROM t", random_state=0),
-     r"^SQLGenerator\(\) got .*kerasgen's is seed="),
+     r"^SQLImageGenerator\(\) got .*kerasgen's is seed="),
     (lambda d, c: kg.ImageFolderGenerator(d, format="tf"), "every Keras backend reads"),
 ])
 def test_unknown_keyword_names_the_generator_and_kerasgens_name(image_folder, csv_file,

@@ -198,7 +198,28 @@ def test_string_dict_and_callable_strategies_give_imbalanced_learns_counts(count
             for path, result in kerasgen_outcomes(make, method, strategy, x, y).items():
                 if drop_empty(result) != drop_empty(expected):
                     mismatches.append((name, strategy, path, result, expected))
+            assert sampling_strategy_of(make(strategy), x, y) == sampling_strategy_of(
+                make_imblearn(strategy), x, y), (name, strategy)
     assert not mismatches, mismatches
+
+
+def sampling_strategy_of(sampler, x, y):
+    """`sampling_strategy_` after fit_resample, keys as plain Python values, in order."""
+    sampler.fit_resample(x, y)
+    return [(np.asarray(k).item(), int(n)) for k, n in sampler.sampling_strategy_.items()]
+
+
+@pytest.mark.parametrize("counts,values", [((200, 30), None), ((57, 13), ["ant", "bee"])])
+def test_float_strategies_give_imbalanced_learns_sampling_strategy_(counts, values):
+    x, y = dataset(counts, values)
+    for (kind, make, make_imblearn, _), name in zip(KINDS, KIND_IDS):
+        for ratio in (0.3333, 0.5, 1.0):
+            assert sampling_strategy_of(make(ratio), x, y) == sampling_strategy_of(
+                make_imblearn(ratio), x, y), (name, ratio)
+        sampler = make(0.5)
+        sampler.fit_resample(x, y)
+        after = dict(Counter(np.asarray(sampler.fit_resample(x, y)[1]).tolist()))
+        assert sampler.class_counts_ == after
 
 
 def test_dict_keys_in_a_generator_are_class_ids_or_names():
@@ -285,7 +306,7 @@ def test_strategies_that_do_not_fit_the_data_are_value_errors(strategy, y, kind,
         with pytest.raises(ValueError, match=match):
             kg.rebalance(x, y, method=method, sampling_strategy=strategy)
         with pytest.raises(ValueError, match=match):  # before training: at construction
-            kg.ArrayGenerator(x, y, sampler=make(strategy), label_mode="int")
+            kg.ArrayGenerator(x, y, sampler=make(strategy), label_mode="int", seed=0)
 
 
 def test_a_bool_strategy_is_refused_where_imbalanced_learn_reads_it_as_1():
@@ -361,11 +382,13 @@ def test_one_hot_and_string_dict_keys_are_ys_classes():
     sampler = kg.samplers.RandomOverSampler(sampling_strategy={2: 20}, seed=0)
     _, y_res = sampler.fit_resample(x, one_hot)
     assert y_res.sum(0).tolist() == [30, 12, 20]
-    assert sampler.sampling_strategy_ == {0: 30, 1: 12, 2: 20}
+    assert sampler.class_counts_ == {0: 30, 1: 12, 2: 20}
+    assert sampler.sampling_strategy_ == {2: 11}  # samples added, as imbalanced-learn
     strings = np.array(["fox", "ant", "bee"])[ids]
     sampler = kg.samplers.RandomUnderSampler(sampling_strategy={"fox": 10}, seed=0)
     _, y_res = sampler.fit_resample(x, strings)
-    assert sampler.sampling_strategy_ == {"ant": 12, "bee": 9, "fox": 10}
+    assert sampler.class_counts_ == {"ant": 12, "bee": 9, "fox": 10}
+    assert sampler.sampling_strategy_ == {"fox": 10}  # the count kept, as imbalanced-learn
     with pytest.raises(ValueError, match=r"names class 3, which is not present.*"
                                          r"\['ant', 'bee', 'fox'\]"):
         kg.samplers.RandomUnderSampler(sampling_strategy={3: 1}).fit_resample(x, strings)
@@ -438,7 +461,7 @@ def test_x_comes_back_in_the_form_it_was_given():
 
 def test_balanced_batch_sampler_fit_resample_takes_the_same_forms():
     x, ids = dataset((30, 12, 9))
-    sampler = kg.samplers.BalancedBatchSampler(n_batches=4, seed=0)
+    sampler = kg.samplers.BalancedBatchSampler(num_batches=4, seed=0)
     strings = np.array(["fox", "ant", "bee"])[ids].astype(object)
     _, y_res = sampler.fit_resample(x, strings)
     counts = Counter(y_res.tolist())

@@ -1,5 +1,7 @@
 """Class-imbalance samplers: strategies, plans, SMOTE geometry, generators, rebalance."""
 
+from collections import Counter
+
 import numpy as np
 import pytest
 
@@ -104,7 +106,7 @@ def test_balanced_batches():
     plan = gen.epoch_plan()
     majority = plan[np.isin(plan, np.flatnonzero(y == 0))]
     assert len(set(majority.tolist())) == 50  # the majority class seen once
-    fixed = kg.ArrayGenerator(x, y, sampler=kg.samplers.BalancedBatchSampler(n_batches=4),
+    fixed = kg.ArrayGenerator(x, y, sampler=kg.samplers.BalancedBatchSampler(num_batches=4),
                               batch_size=9, label_mode="int")
     assert len(fixed) == 4 and all(np.bincount(fixed[i][1]).tolist() == [3, 3, 3]
                                    for i in range(4))
@@ -198,7 +200,8 @@ def test_rebalance_and_fit_resample_on_images():
     sampler = kg.samplers.RandomUnderSampler(seed=3)
     xu, yu = sampler.fit_resample(x, y)
     np.testing.assert_array_equal(xu, x[sampler.sample_indices_])
-    assert sampler.sampling_strategy_ == {0: 6, 1: 6}
+    assert sampler.sampling_strategy_ == {0: 6}  # imbalanced-learn's: class 0 kept to 6
+    assert sampler.class_counts_ == {0: 6, 1: 6}
     assert "SMOTE(k_neighbors=5, sampling_strategy='auto', seed=1)" == repr(
         kg.samplers.SMOTE(seed=1))
     with pytest.raises(ValueError, match="`method` must be one of"):
@@ -233,3 +236,42 @@ def test_plot_class_distribution(tmp_path):
     gen = kg.ArrayGenerator(x, y, sampler=kg.samplers.RandomOverSampler(), label_mode="int")
     path = kg.viz.plot_class_distribution(gen, path=str(tmp_path / "dist.png"))
     assert cv2.imread(path) is not None
+
+
+def test_a_samplers_own_seed_inside_a_generator_is_an_error_naming_the_generators():
+    x, y = np.zeros((30, 2)), np.array([0] * 24 + [1] * 6)
+    with pytest.raises(ValueError, match=r"`seed` of SMOTE\(seed=5\) is not used inside a "
+                                         r"generator.*Received: sampler seed=5, generator "
+                                         r"seed=3\. Pass seed=5 to the generator"):
+        kg.ArrayGenerator(x, y, sampler=kg.samplers.SMOTE(seed=5), seed=3)
+    with pytest.raises(ValueError, match=r"generator seed=None \(None: a seed drawn at "
+                                         r"random\)"):
+        kg.ArrayGenerator(x, y, sampler=kg.samplers.RandomOverSampler(seed=5))
+    # the same seed on both, or none on the sampler: the generator's seed draws
+    same = kg.ArrayGenerator(x, y, sampler=kg.samplers.RandomOverSampler(seed=5), seed=5)
+    unseeded = kg.ArrayGenerator(x, y, sampler=kg.samplers.RandomOverSampler(), seed=5)
+    np.testing.assert_array_equal(same.epoch_plan(), unseeded.epoch_plan())
+
+
+def test_old_names_of_num_batches_and_neighbors_still_work_with_a_warning():
+    with pytest.warns(DeprecationWarning, match="use num_batches="):
+        sampler = kg.samplers.BalancedBatchSampler(n_batches=4)
+    assert sampler.num_batches == 4 and "num_batches=4" in repr(sampler)
+    with pytest.warns(DeprecationWarning, match="use num_batches"):
+        assert sampler.n_batches == 4
+    with pytest.raises(TypeError, match="`num_batches` and its deprecated name"):
+        kg.samplers.BalancedBatchSampler(4, n_batches=4)
+    x, y = np.arange(40.0).reshape(20, 2), np.array([0] * 14 + [1] * 6)
+    _, y_res = sampler.fit_resample(x, y)
+    assert sampler.class_counts_ == {0: 64, 1: 64} == dict(Counter(y_res.tolist()))
+    with pytest.warns(DeprecationWarning, match="are `class_counts_`"):
+        assert sampler.sampling_strategy_ == sampler.class_counts_
+    plan = kg.ArrayGenerator(x, y, sampler=kg.samplers.SMOTE(k_neighbors=2), seed=0,
+                             label_mode="int").epoch_plan()
+    with pytest.warns(DeprecationWarning, match="use Plan.neighbors"):
+        assert plan.neighbours is plan.neighbors
+    with pytest.warns(DeprecationWarning, match="use neighbors="):
+        old = kg.samplers.Plan(plan.indices, plan.slots, plan.lams, neighbours=plan.neighbors)
+    assert old.neighbors is plan.neighbors
+    with pytest.warns(DeprecationWarning, match="use NeighborCache"):
+        assert kg.samplers.NeighbourCache is kg.samplers.NeighborCache

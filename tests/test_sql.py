@@ -26,16 +26,39 @@ def test_sql_generator_images_and_features(database):
     images = kg.SQLGenerator(database, "SELECT path, label FROM samples ORDER BY rowid",
                              x_col="path", y_col="label", image_size=(8, 8), shuffle=False,
                              batch_size=16, label_mode="int")
-    assert isinstance(images, kg.SQLGenerator) and isinstance(images, kg.CSVGenerator)
+    assert type(images) is kg.SQLImageGenerator and isinstance(images, kg.CSVGenerator)
     x, y = images[0]
     assert x.shape == (7, 8, 8, 3) and images.class_names == ["cat", "dog", "fox"]
     assert y.tolist() == images.labels.tolist()
     features = kg.SQLGenerator(database, "SELECT a, b, label FROM samples WHERE a < 5",
                                x_col=["a", "b"], y_col="label", batch_size=8, shuffle=False)
-    assert isinstance(features, kg.SQLGenerator)
+    assert type(features) is kg.SQLFeatureGenerator
+    assert isinstance(features, kg.ArrayGenerator)
     xf, yf = features[0]
     np.testing.assert_array_equal(xf, [[k, -k] for k in range(5)])
     assert yf.shape == (5,) and yf.dtype == np.int32  # label_mode "int" by default
+
+
+def test_the_two_sql_generators_called_directly(database):
+    import pickle
+
+    images = kg.SQLImageGenerator(database, "SELECT path, label FROM samples", "path",
+                                  image_size=(8, 8), shuffle=False)
+    by_factory = kg.SQLGenerator(database, "SELECT path, label FROM samples", x_col="path",
+                                 image_size=(8, 8), shuffle=False)
+    np.testing.assert_array_equal(images[0][0], by_factory[0][0])
+    features = kg.SQLFeatureGenerator(database, "SELECT a, b, label FROM samples",
+                                      ["a", "b"], shuffle=False, batch_size=7)
+    copy = pickle.loads(pickle.dumps(features))
+    assert type(copy) is kg.SQLFeatureGenerator
+    np.testing.assert_array_equal(copy[0][0], features[0][0])
+    assert copy.describe_sample(0).startswith("row")
+    with pytest.raises(TypeError, match=r"`x_col` must be one column name.*"
+                                        r"x_col=\['a'\]\. For numeric.*SQLFeatureGenerator"):
+        kg.SQLImageGenerator(database, "SELECT a, label FROM samples", ["a"])
+    with pytest.raises(TypeError, match=r"`x_col` must be a non-empty list.*x_col='path'\. "
+                                        r"For one column of image paths use SQLImageGen"):
+        kg.SQLFeatureGenerator(database, "SELECT path, label FROM samples", "path")
 
 
 @pytest.mark.parametrize("query,kwargs,match", [

@@ -62,6 +62,52 @@ def test_tfrecord_generator_random_access(records):
     np.testing.assert_array_equal(xn, [[k, 2 * k] for k in range(14)])
 
 
+def test_smote_on_tfrecords_searches_the_features_given(records):
+    # class 2 holds records 2, 5, 8 and 11 (4 samples, the others 5): SMOTE adds one a
+    # epoch. In `emb`, 2 and 11 are each other's nearest, and 5 and 8 (in pixels 2's
+    # nearest is 5): every synthetic sample is a blend of such a pair.
+    emb = np.zeros((14, 2), np.float32)
+    emb[:, 0] = np.arange(14) * 100.0
+    emb[[2, 11, 8, 5], 1] = [0.0, 1.0, 500.0, 501.0]
+    emb[[2, 11, 8, 5], 0] = 0.0
+    gen = kg.TFRecordGenerator(records, {"image": "image", "label": "label"},
+                               features=emb, sampler=kg.samplers.SMOTE(k_neighbors=1),
+                               image_size=(6, 6), batch_size=15, seed=0, verbose=0)
+    pairs = set()
+    for epoch in range(6):
+        plan = gen.epoch_plan(epoch)
+        indices, partners, lams = plan.batch(0, len(plan))
+        synthetic = np.flatnonzero(partners >= 0)
+        assert len(plan) == 15 and len(synthetic) == 1
+        pairs |= {(int(indices[k]), int(partners[k])) for k in synthetic}
+        if epoch == 0:
+            x, y = gen[0]
+            k = synthetic[0]
+            i, j = indices[k], partners[k]
+            np.testing.assert_allclose(x[k], 10 * i + lams[k] * (10 * j - 10 * i), atol=0.5)
+            assert np.bincount(y).tolist() == [5, 5, 5]
+    assert pairs <= {(2, 11), (11, 2), (5, 8), (8, 5)} and pairs & {(2, 11), (11, 2)}
+
+
+def test_tfrecord_features_dict_is_the_old_name_of_feature_spec(records):
+    spec = {"values": "float", "label": "label"}
+    new = kg.TFRecordGenerator(records, feature_spec=spec, shuffle=False, batch_size=14,
+                               verbose=0)
+    with pytest.warns(DeprecationWarning, match=r"features=\{key: kind\}\) is deprecated: "
+                                                 r"the spec is now `feature_spec=`"):
+        old = kg.TFRecordGenerator(records, features=spec, shuffle=False, batch_size=14,
+                                   verbose=0)
+    np.testing.assert_array_equal(old[0][0], new[0][0])
+    with pytest.warns(DeprecationWarning, match="use `feature_spec`"):
+        assert old.features == spec == new.feature_spec
+    with pytest.raises(TypeError, match="two feature specs: `feature_spec` and a dict "
+                                        "`features`"):
+        kg.TFRecordGenerator(records, spec, features=spec, verbose=0)
+    with pytest.raises(TypeError, match=r"`feature_spec` must be a dict \{feature key: "
+                                        r"kind\}. Received: feature_spec=None"):
+        kg.TFRecordGenerator(records, verbose=0)
+
+
 def test_tfrecord_errors(records, tmp_path):
     with pytest.raises(ValueError, match=r"has no feature 'caption'.*\['image', 'label'"):
         kg.TFRecordGenerator(records, {"image": "image", "caption": "label"}, verbose=0)
@@ -73,7 +119,7 @@ def test_tfrecord_errors(records, tmp_path):
         kg.TFRecordGenerator(str(tmp_path / "nope.tfrecord"), {"image": "image"})
     with pytest.raises(ValueError, match="either one 'image' key or numeric"):
         kg.TFRecordGenerator(records, {"label": "label"}, verbose=0)
-    with pytest.raises(ValueError, match=r"`features\['image'\]` must be one of"):
+    with pytest.raises(ValueError, match=r"`feature_spec\['image'\]` must be one of"):
         kg.TFRecordGenerator(records, {"image": "png"}, verbose=0)
 
 
@@ -197,7 +243,7 @@ def test_tfrecord_feature_kind_must_match_the_record(kinds_file, kind, found):
     accepted = found == LIST_OF[kind] or (kind, found) == ("label", "bytes_list")
     if not accepted:
         with pytest.raises(ValueError, match=(
-                rf"`features\['{key}'\]` is '{kind}', which reads .*, but feature "
+                rf"`feature_spec\['{key}'\]` is '{kind}', which reads .*, but feature "
                 rf"'{key}' of record 0 \(byte 0\) of .*kinds\.tfrecord is an? {found}\.")):
             make(kinds_file, key, kind)
         return
