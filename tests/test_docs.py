@@ -36,7 +36,8 @@ def python_blocks(text):
 
 
 # print(ARGS)  # -> EXPECTED   (one line; the comment is what the call must print)
-CHECKED_PRINT = re.compile(r"^(?P<indent>[ \t]*)print\((?P<args>.*)\)[ \t]*# -> (?P<expected>.*?)[ \t]*$")
+CHECKED_PRINT = re.compile(
+    r"^(?P<indent>[ \t]*)print\((?P<args>.*)\)[ \t]*# -> (?P<expected>.*?)[ \t]*$")
 
 
 def checked(code, name, first_line):
