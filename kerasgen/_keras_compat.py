@@ -29,14 +29,30 @@ need answering, and all are recognised by the calling frame's function and file 
   enqueuer, made but not started yet, is dropped: the adapter then asks the generator for
   its batches in order, from one thread, as with workers=1.
 
-The last three are done when Keras's adapter first asks a generator for `num_batches`
+- On the TensorFlow backend a batch that fails inside `fit`, `evaluate` or `predict` (a
+  corrupt image, a dead worker process) raises in the generator that
+  `Dataset.from_generator` runs in a `PyFunc` op; TensorFlow turns the exception into an
+  `InvalidArgumentError` or `UnknownError` ("Graph execution error: Detected at node
+  PyFunc ...") with kerasgen's message buried in a copy of the traceback. So the adapter's
+  generator keeps the exception it raised, and the epoch iterator's
+  `catch_stop_iteration` (the context `fit`, `evaluate` and `predict` run each epoch's
+  steps in) raises that original exception, with its notes naming the batch, in place of
+  TensorFlow's error (kept as its `__cause__`, or as `__context__` where the exception
+  has a cause of its own). It propagates out of `fit` exactly as TensorFlow's did: the
+  epoch is not ended, no callback's `on_epoch_end` and no validation runs. Under JAX and
+  torch the adapter's generator runs in the training loop's thread, and the original
+  exception reaches the caller as it is.
+
+The last four are done when Keras's adapter first asks a generator for `num_batches`
 (`adopt_adapter`).
 """
 
+import contextlib
 import sys
 import weakref
 
 _ADAPTER_FILE = "py_dataset_adapter.py"
+_EPOCH_ITERATOR_FILE = "epoch_iterator.py"
 # the Keras functions that read `num_batches` right before shuffling the batch indices
 _SHUFFLING_READERS = ("_finite_generator", "_run")
 
@@ -72,8 +88,9 @@ def adopt_adapter(own_order, own_workers=False):
     Keras's adapter or enqueuer, turns off the adapter's tf.data autotuning, drops its
     unstarted enqueuer when `own_workers` (the generator runs its own worker processes),
     and turns off the batch shuffle it is about to do when `own_order` (the generator
-    orders its epochs). Returns what it changed: "autotune", "shuffle", "enqueuer" or
-    None."""
+    orders its epochs); its iterators keep the exception a batch raised, and when the
+    reader is Keras's epoch iterator, that iterator raises it in place of TensorFlow's
+    error. Returns what it changed: "autotune", "shuffle", "enqueuer" or None."""
     frame = sys._getframe(2)  # 0: here, 1: num_batches, 2: its reader
     code = frame.f_code
     if not code.co_filename.endswith(_ADAPTER_FILE):
@@ -95,7 +112,9 @@ def adopt_adapter(own_order, own_workers=False):
         changed = "enqueuer"
     if "get_tf_dataset" not in vars(owner):
         owner.get_tf_dataset = _without_autotune(owner.get_tf_dataset)
+        owner._get_iterator = _keeping_errors(owner._get_iterator, owner)
         changed = changed or "autotune"
+    _raise_batch_errors(frame.f_back, owner)
     return changed
 
 
@@ -108,6 +127,72 @@ def _without_autotune(get_tf_dataset):
         return get_tf_dataset().with_options(options)
 
     return get_tf_dataset_without_autotune
+
+
+_BATCH_ERROR = "_kerasgen_batch_error"  # the adapter attribute holding what it raised
+
+
+def _keeping_errors(get_iterator, adapter):
+    """The adapter's `_get_iterator`, whose iterators keep on the adapter the exception
+    they raise (and forget it when a new iterator starts)."""
+
+    def get_iterator_keeping_errors():
+        iterator = get_iterator()
+        setattr(adapter, _BATCH_ERROR, None)
+
+        def batches():
+            try:
+                yield from iterator
+            except Exception as error:
+                setattr(adapter, _BATCH_ERROR, error)
+                raise
+
+        return batches()
+
+    return get_iterator_keeping_errors
+
+
+def _raise_batch_errors(frame, adapter):
+    """When `frame` (the reader of the adapter's `num_batches`) is Keras's epoch iterator
+    of `adapter`, makes its `catch_stop_iteration` raise the exception a batch raised in
+    place of the TensorFlow error that carries it."""
+    if frame is None or not frame.f_code.co_filename.endswith(_EPOCH_ITERATOR_FILE):
+        return
+    epoch_iterator = frame.f_locals.get("self")
+    if (getattr(epoch_iterator, "data_adapter", None) is not adapter
+            or "catch_stop_iteration" in vars(epoch_iterator)
+            or not hasattr(epoch_iterator, "catch_stop_iteration")):
+        return
+    catch_stop_iteration = epoch_iterator.catch_stop_iteration
+
+    @contextlib.contextmanager
+    def catch_stop_iteration_raising_batch_errors():
+        try:
+            with catch_stop_iteration():
+                yield
+        except Exception as error:
+            original = _batch_error_behind(error, adapter)
+            if original is None:
+                raise
+            if original.__cause__ is None:
+                raise original from error
+            raise original  # its own cause stays; TensorFlow's error is its __context__
+
+    epoch_iterator.catch_stop_iteration = catch_stop_iteration_raising_batch_errors
+
+
+def _batch_error_behind(error, adapter):
+    """The exception a batch of `adapter` raised that TensorFlow's `error` carries (its
+    message holds the exception's first line), or None."""
+    original = getattr(adapter, _BATCH_ERROR, None)
+    tf = sys.modules.get("tensorflow")
+    if original is None or tf is None or not isinstance(error, tf.errors.OpError):
+        return None
+    first_line = str(original).partition("\n")[0] or type(original).__name__
+    if first_line not in str(error):
+        return None
+    setattr(adapter, _BATCH_ERROR, None)
+    return original
 
 
 def fit_data():

@@ -152,3 +152,101 @@ def test_resume_in_a_new_process_continues_the_sequence(image_folder, tmp_path):
                          timeout=240)
     assert out.returncode == 0, out.stderr[-2000:]
     assert json.loads(out.stdout.strip().splitlines()[-1]) == uninterrupted
+
+
+BROKEN_WORKERS = [
+    pytest.param(dict(workers=1), id="1-worker-prefetch"),
+    pytest.param(dict(workers=1, prefetch=0), id="1-worker"),
+    pytest.param(dict(workers=2), id="2-threads"),
+    pytest.param(dict(workers=2, use_multiprocessing=True), id="2-processes"),
+]
+
+
+def broken_folder_gen(image_folder, **workers):
+    """The folder's images in order, 2 a batch, with a corrupt PNG in batch 3 (sample 7):
+    past the 2 batches Keras reads itself to learn the batch shapes, so it is read inside
+    TensorFlow's training function."""
+    (image_folder / "fox" / "broken.png").write_bytes(b"\x89PNG\r\n\x1a\n not a png")
+    return kg.ImageFolderGenerator(image_folder, image_size=(8, 8), batch_size=2,
+                                   shuffle=False, label_mode="int", **workers)
+
+
+def assert_is_the_batch_error(error, generator="ImageFolderGenerator", batch=3):
+    """`error` is kerasgen's own ValueError, not TensorFlow's error carrying its text."""
+    import tensorflow as tf
+
+    assert type(error) is ValueError
+    assert str(error).startswith("Cannot decode image file ")
+    assert str(error).split(":")[0].endswith("broken.png")
+    assert f"kerasgen: while loading batch {batch} of epoch 0 of {generator}(" in "\n".join(
+        getattr(error, "__notes__", []))
+    # TensorFlow's error stays reachable: the cause, or the context where Keras's
+    # traceback filtering (on by default) raises "from None"
+    assert isinstance(error.__cause__ or error.__context__, tf.errors.OpError)
+
+
+@pytest.mark.parametrize("workers", BROKEN_WORKERS)
+def test_a_corrupt_file_ends_fit_with_kerasgens_own_error(image_folder, workers):
+    gen = broken_folder_gen(image_folder, **workers)
+    events = []
+    model = keras.Sequential([keras.Input((8, 8, 3)), keras.layers.Flatten(),
+                              keras.layers.Dense(3)])
+    model.compile("sgd", keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    watch = keras.callbacks.LambdaCallback(
+        on_train_batch_end=lambda batch, logs: events.append(("batch", batch)),
+        on_epoch_end=lambda epoch, logs: events.append(("epoch end", epoch)),
+        on_test_begin=lambda logs: events.append(("validation", None)))
+    with pytest.raises(ValueError, match=r"^Cannot decode image file .*broken\.png") as caught:
+        model.fit(gen, epochs=2, verbose=0, callbacks=[watch], shuffle=False,
+                  validation_data=folder_gen(image_folder, shuffle=False))
+    assert_is_the_batch_error(caught.value)
+    # the broken epoch does not look finished: no epoch end, no validation on it (the
+    # failed batch may surface while tf.data still reads ahead, before batch 3's step)
+    assert events == [("batch", i) for i in range(len(events))] and len(events) <= 3
+    gen.on_epoch_end()  # stops the worker processes
+
+
+@pytest.mark.parametrize("workers", BROKEN_WORKERS)
+def test_a_corrupt_file_ends_evaluate_and_predict_with_kerasgens_own_error(
+        image_folder, workers):
+    model = keras.Sequential([keras.Input((8, 8, 3)), keras.layers.Flatten(),
+                              keras.layers.Dense(3)])
+    model.compile("sgd", keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    for run in (model.evaluate, model.predict):
+        gen = broken_folder_gen(image_folder, **workers)
+        with pytest.raises(ValueError, match=r"^Cannot decode image file .*broken\.png") as caught:
+            run(gen, verbose=0)
+        assert_is_the_batch_error(caught.value)
+        gen.on_epoch_end()
+
+
+def test_an_error_of_the_model_is_left_as_tensorflow_raised_it(image_folder):
+    """Only the exception a batch raised replaces TensorFlow's error."""
+    import tensorflow as tf
+
+    gen = folder_gen(image_folder)
+
+    def refuse(x):
+        tf.debugging.assert_less(tf.reduce_sum(x), -1.0, message="the model refuses")
+        return x
+
+    model = keras.Sequential([keras.Input((8, 8, 3)), keras.layers.Lambda(refuse),
+                              keras.layers.Flatten(), keras.layers.Dense(3)])
+    model.compile("sgd", keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    with pytest.raises(tf.errors.InvalidArgumentError, match="the model refuses"):
+        model.fit(gen, epochs=1, verbose=0)
+
+
+def test_a_corrupt_file_in_the_validation_data_ends_fit_with_kerasgens_own_error(
+        image_folder, tmp_path):
+    train = folder_gen(image_folder, shuffle=False)
+    validation = broken_folder_gen(image_folder)
+    model = keras.Sequential([keras.Input((8, 8, 3)), keras.layers.Flatten(),
+                              keras.layers.Dense(3)])
+    model.compile("sgd", keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    saved = tmp_path / "model.keras"
+    with pytest.raises(ValueError, match=r"^Cannot decode image file .*broken\.png") as caught:
+        model.fit(train, epochs=2, verbose=0, shuffle=False, validation_data=validation,
+                  callbacks=[keras.callbacks.ModelCheckpoint(saved)])
+    assert_is_the_batch_error(caught.value)
+    assert not saved.exists()  # no checkpoint of an epoch whose validation failed
