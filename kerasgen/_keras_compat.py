@@ -1,8 +1,9 @@
 """Everything that depends on Keras's internals, in one place.
 
 Keras 3 (`keras/src/trainers/epoch_iterator.py`, `.../data_adapters/py_dataset_adapter.py`,
-read in 3.15.1; with other versions a habit not recognised is simply left alone) feeds a PyDataset through a `PyDatasetAdapter`; two of its habits
-need answering, and all are recognised by the calling frame's function and file name:
+read in 3.15.1; with other versions a habit not recognised is simply left alone) feeds a
+PyDataset through a `PyDatasetAdapter`; these habits need answering, and all are
+recognised by the calling frame's function and file name:
 
 - `EpochIterator.reset()` calls `on_epoch_end()` once before the first batch of `fit` and
   `evaluate`. That call ends no epoch, so a generator must not advance on it.

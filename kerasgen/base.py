@@ -341,8 +341,8 @@ class Generator(PyDataset):
         `batches_done`: batches of the current epoch already consumed (by model.fit, say);
         the state then resumes mid-epoch, with the batch after them. The state holds the
         epoch, the batch position, the seed, and what identifies the run: num_samples,
-        batch_size, shard, the sampler (its repr) and the source (a checksum of the
-        labels).
+        batch_size, shard, the sampler (its repr), the source (a checksum of the labels)
+        and, for image files, the file list (a count and a checksum of the paths).
         """
         return self._order.get_state(batches_done)
 
