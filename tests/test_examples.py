@@ -34,6 +34,7 @@ def run_example(name, cwd):
                           env=env, capture_output=True, text=True, timeout=240)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(EXPECTED_LINES))
 def test_example_runs(name, tmp_path):
     result = run_example(name, tmp_path)

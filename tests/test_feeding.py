@@ -318,6 +318,7 @@ def run_script(tmp_path, text):
     return done.stdout
 
 
+@pytest.mark.slow
 def test_worker_processes_do_not_run_the_users_script(image_folder, tmp_path):
     # no `if __name__ == "__main__":` guard, as in most training scripts
     out = run_script(tmp_path, SCRIPT.format(folder=str(image_folder)))
@@ -325,6 +326,7 @@ def test_worker_processes_do_not_run_the_users_script(image_folder, tmp_path):
     assert out.count("sum ") == 1
 
 
+@pytest.mark.slow
 def test_a_generator_class_of_the_users_script_works_in_worker_processes(tmp_path):
     out = run_script(tmp_path, GUARDED).splitlines()
     threads, processes = [line.split(" ", 1)[1] for line in out]

@@ -20,6 +20,7 @@ def run_python(code, **env):
     return result.stdout
 
 
+@pytest.mark.slow
 def test_cuda_paths_under_the_simulator():
     out = run_python("""
         import warnings, numpy as np, keras, kerasgen as kg

@@ -77,6 +77,7 @@ def test_inspect_a_csv(csv_file):
     assert report["classes"] == {"cat": 4, "dog": 3, "fox": 5} and not report["corrupt"]
 
 
+@pytest.mark.slow
 def test_bench_prints_images_per_second_and_stages(image_folder):
     result = cli("bench", image_folder, "--image-size", 16, "--batch-size", 4, "--workers",
                  2, "--cache", "memory", "--epochs", 2, "--json")

@@ -61,6 +61,7 @@ def running(pid):
 @pytest.mark.skipif(not os.path.isdir("/proc"), reason="reads /proc to find processes")
 @pytest.mark.parametrize("how", [signal.SIGINT, signal.SIGTERM, signal.SIGKILL],
                          ids=lambda s: s.name)
+@pytest.mark.slow
 def test_no_process_is_left_when_training_is_interrupted_or_killed(tmp_path, how):
     script = tmp_path / "train.py"
     script.write_text(SCRIPT)
