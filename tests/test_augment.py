@@ -237,3 +237,12 @@ def test_missing_albumentations_gives_the_pip_command(monkeypatch):
     monkeypatch.setitem(sys.modules, "albumentations", None)
     with pytest.raises(ImportError, match=r'pip install "albumentations>=2.0,<2.1"'):
         kg.augment.typical((32, 32))
+
+
+def test_mixup_with_integer_labels_fails_before_training():
+    import keras
+
+    x = np.zeros((8, 16, 16, 3), np.uint8)
+    with pytest.raises(ValueError, match="MixUp in `batch_augment` mixes labels"):
+        kg.ArrayGenerator(x, np.arange(8) % 2, label_mode="int",
+                          batch_augment=keras.layers.MixUp())

@@ -432,3 +432,57 @@ def test_a_state_of_other_files_is_refused_and_a_moved_data_set_restores(image_f
         arrays.set_state({**state, "sampler": "Shuffle()", "source": arrays.get_state()[
             "source"]})
     assert "files" not in arrays.get_state()
+
+
+def noisy(x, y, rng):
+    return x + rng.integers(1000), y
+
+
+def test_batch_draws_follow_the_epochs_batch_after_resume_and_in_shards():
+    x = np.zeros((40, 1), "float32")
+    gen = kg.ArrayGenerator(x, batch_size=4, seed=0, batch_augment=noisy)
+    resumed = kg.ArrayGenerator(x, batch_size=4, seed=0, batch_augment=noisy)
+    resumed.set_state(gen.get_state(batches_done=3))
+    np.testing.assert_array_equal(resumed[0][0], gen[3][0])
+    shards = [gen.shard(2, k) for k in range(2)]
+    assert shards[0][0][0][0, 0] != shards[1][0][0][0, 0]
+    np.testing.assert_array_equal(shards[1][0][0], gen[1][0])  # shard 1 reads batch 1
+
+
+def test_padding_wraps_however_many_shards():
+    gen = kg.ArrayGenerator(np.arange(20.0)[:, None], batch_size=8, seed=1)  # 3 batches
+    last = gen.shard(7, 6)
+    assert len(last) == 1 and len(last[0][0]) in (4, 8)
+
+
+def test_checkpoint_saves_the_training_generator_not_the_validation_one(tmp_path):
+    train = kg.ArrayGenerator(np.zeros((40, 2)), np.zeros(40), batch_size=8, seed=1)
+    val = kg.ArrayGenerator(np.zeros((24, 2)), np.zeros(24), batch_size=8, seed=2)
+    model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
+    model.compile("sgd", "mse")
+    path = tmp_path / "gen.json"
+    model.fit(train, validation_data=val, epochs=1, verbose=0,
+              callbacks=[kg.callbacks.GeneratorCheckpoint(path)])
+    state = json.loads(path.read_text())
+    assert (state["seed"], state["num_samples"], state["epoch"]) == (1, 40, 1)
+
+
+def test_fitting_on_after_a_mid_epoch_restore_is_refused():
+    x = np.zeros((16, 2), "float32")
+    gen = kg.ArrayGenerator(x, np.zeros(16), batch_size=4, seed=0)
+    gen.set_state({**gen.get_state(), "batch": 2})
+    model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
+    model.compile("sgd", "mse")
+    with pytest.raises(RuntimeError, match="restored mid-epoch"):
+        model.fit(gen, epochs=3, verbose=0)
+    gen.set_state({**gen.get_state(), "epoch": 0, "batch": 2})
+    model.fit(gen, epochs=1, verbose=0)  # the rest of the epoch
+    model.fit(gen, epochs=2, verbose=0)  # then whole epochs again
+    assert gen.epoch == 3
+
+
+def test_state_from_another_batch_size_is_refused():
+    gen = kg.ArrayGenerator(np.zeros((16, 1)), batch_size=4)
+    other = kg.ArrayGenerator(np.zeros((16, 1)), batch_size=8)
+    with pytest.raises(ValueError, match="batch_size=4, this one has batch_size=8"):
+        other.set_state(gen.get_state(batches_done=1))

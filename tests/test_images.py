@@ -402,3 +402,23 @@ def test_exif_orientation_cmyk_and_palette(tmp_path):
         im = by_name[name].astype(int)
         assert im[20, 5, 0] > 200 and im[20, 5, 1:].max() < 60, name  # left still red
         assert im[20, 35].max() < 60, name  # right still black
+
+
+def test_two_generators_on_one_cache_file_never_mix_images(image_folder, tmp_path):
+    spec = str(tmp_path / "shared.cache")
+    common = dict(image_size=(6, 6), batch_size=16, shuffle=False, cache=spec, seed=1,
+                  validation_split=0.5)
+    train = kg.ImageFolderGenerator(image_folder, subset="training", **common)
+    with pytest.warns(UserWarning, match="Give each generator its own cache file"):
+        val = kg.ImageFolderGenerator(image_folder, subset="validation", **common)
+    val[0]
+    with pytest.raises(RuntimeError, match="Give each generator its own cache file"):
+        train[0]
+
+
+def test_skip_needs_a_class_to_pick_stand_ins_from(tmp_path, image_folder):
+    lines = ["filename,a,b", "cat/cat_0.png,1,0", "dog/dog_0.png,0,1"]
+    (image_folder / "ml.csv").write_text("\n".join(lines) + "\n")
+    with pytest.raises(ValueError, match="on_error='skip' replaces a bad image"):
+        kg.CSVGenerator(image_folder / "ml.csv", y_col=["a", "b"], label_mode="multi_label",
+                        on_error="skip")

@@ -1,5 +1,7 @@
 """Label modes: what y looks like for each, on arrays and through the other generators."""
 
+import sqlite3
+
 import numpy as np
 import pytest
 
@@ -104,3 +106,16 @@ def test_folder_and_csv_default_to_int_as_keras(image_folder, csv_file):
         y = gen[0][1]
         assert y.shape == (4,) and y.dtype == np.int32
         assert gen.label_mode == "int"
+
+
+def test_integer_and_boolean_labels_from_databases_and_frames(tmp_path):
+    path = tmp_path / "t.db"
+    with sqlite3.connect(path) as db:
+        db.execute("CREATE TABLE t (a REAL, b REAL, label INTEGER)")
+        db.executemany("INSERT INTO t VALUES (?, ?, ?)", [(i, -i, i % 2) for i in range(6)])
+    gen = kg.SQLGenerator(path, "SELECT a, b, label FROM t", x_col=["a", "b"],
+                          label_mode="int", shuffle=False)
+    assert gen[0][1].tolist() == [0, 1, 0, 1, 0, 1]
+    flags = kg.ArrayGenerator(np.zeros((4, 1)), np.array([True, False, True, True]),
+                              label_mode="binary", shuffle=False)
+    assert flags[0][1][:, 0].tolist() == [1, 0, 1, 1]

@@ -1,5 +1,6 @@
 """Class-imbalance samplers: strategies, plans, SMOTE geometry, generators, rebalance."""
 
+import pickle
 from collections import Counter
 
 import numpy as np
@@ -275,3 +276,40 @@ def test_old_names_of_num_batches_and_neighbors_still_work_with_a_warning():
     assert old.neighbors is plan.neighbors
     with pytest.warns(DeprecationWarning, match="use NeighborCache"):
         assert kg.samplers.NeighbourCache is kg.samplers.NeighborCache
+
+
+def test_smote_with_many_neighbours_keeps_every_synthetic_sample():
+    rng = np.random.default_rng(0)
+    y = np.array([0] * 500 + [1] * 200)
+    x = rng.normal(size=(700, 3)).astype("float32")
+    plan = kg.samplers.SMOTE(k_neighbors=150).plan(y, 0, 0, features=x)
+    assert (plan.slots >= 0).sum() == 300 and plan.slots.max() < 150
+
+
+def test_a_plan_only_sampler_pickles():
+    gen = kg.ArrayGenerator(np.zeros((6, 1)), np.arange(6) % 2, sampler=PlanOnly(),
+                            label_mode="int")
+    assert len(pickle.loads(pickle.dumps(gen))) == len(gen)
+
+
+class PlanOnly:
+    def plan(self, labels, seed, epoch):
+        return np.arange(len(labels))
+
+
+def test_feature_based_imbalanced_learn_samplers_see_the_features():
+    from imblearn.under_sampling import NearMiss
+
+    rng = np.random.default_rng(0)
+    x = np.concatenate([rng.normal(size=(60, 2)), rng.normal(size=(15, 2)) + 1.0])
+    y = np.array([0] * 60 + [1] * 15)
+    gen = kg.ArrayGenerator(x, y, sampler=NearMiss(), label_mode="int")
+    expected = NearMiss().fit(x, y)
+    expected.fit_resample(x, y)
+    assert sorted(gen.epoch_plan().tolist()) == sorted(expected.sample_indices_.tolist())
+
+
+def test_features_must_match_the_samples(image_folder):
+    with pytest.raises(ValueError, match=r"`features` must hold one row per sample \(12"):
+        kg.ImageFolderGenerator(image_folder, features=np.zeros((10, 3)),
+                                sampler=kg.samplers.SMOTE())
