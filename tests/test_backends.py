@@ -6,6 +6,7 @@ These run on whatever backend KERAS_BACKEND names: `make test` runs them on Tens
 `make test-jax` on JAX (docs/backends.md has the table).
 """
 
+import importlib.util
 import json
 import os
 import sqlite3
@@ -23,9 +24,18 @@ from .test_contract import make as make_contract_generator
 
 BACKEND = keras.backend.backend()
 KINDS = ["array", "folder", "csv", "custom", "sql"]
+# Keras's JAX and PyTorch fit draw one batch from Keras's thread pool (its OrderedEnqueuer)
+# to build the model, and that pool's stream then stays one batch ahead: each epoch
+# trains on batches 1..n-1 and the next epoch's batch 0, a plain PyDataset's too
+# (test_keras_alone_keeps_each_epoch_whole_with_threads). kerasgen keeps Keras's pool for
+# threads (kerasgen/_keras_compat.py drops it only for its own worker processes).
+KERAS_THREADS_SHIFT = BACKEND in ("jax", "torch")
+THREADS_SHIFT = pytest.mark.xfail(KERAS_THREADS_SHIFT, strict=True, reason=(
+    "Keras's JAX/PyTorch fit takes one batch from its thread pool to build the model, and "
+    "the pool's stream stays one batch ahead: Keras's own, a plain PyDataset's too"))
 WORKERS = [
     pytest.param(dict(workers=1), id="1-worker"),
-    pytest.param(dict(workers=2), id="2-threads"),
+    pytest.param(dict(workers=2), id="2-threads", marks=THREADS_SHIFT),
     pytest.param(dict(workers=2, use_multiprocessing=True), id="2-processes"),
 ]
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -112,6 +122,26 @@ def test_first_fit_trains_on_epoch_zero(image_folder, csv_file):
     assert [x.tolist() for x, _ in seen] == [x.tolist() for x, _ in expected]
 
 
+class Numbered(keras.utils.PyDataset):
+    """A plain PyDataset: batch i is filled with i."""
+
+    def __len__(self):
+        return 5
+
+    def __getitem__(self, index):
+        return np.full((2, 3), float(index), "float32"), np.zeros(2, "int32")
+
+
+@THREADS_SHIFT
+def test_keras_alone_keeps_each_epoch_whole_with_threads():
+    """Keras alone, no kerasgen: with 2 threads, fit trains on batches 0..4 each epoch."""
+    model = Recorder()
+    model.compile("sgd", keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+                  run_eagerly=True)
+    model.fit(Numbered(workers=2), epochs=2, shuffle=False, verbose=0)
+    assert [int(x[0, 0]) for x, _ in model.seen] == [0, 1, 2, 3, 4] * 2
+
+
 @pytest.mark.parametrize("workers", WORKERS)
 def test_fit_trains_on_the_generators_batches(factory, workers):
     """Every generator kind, with one worker, two threads and two worker processes: fit
@@ -159,11 +189,7 @@ FIT_WITH_WORKER_PROCESSES = """
 
 
 def jax_installed():
-    try:
-        import jax  # noqa: F401
-    except ImportError:
-        return False
-    return True
+    return importlib.util.find_spec("jax") is not None
 
 
 @pytest.mark.skipif(not jax_installed(), reason="needs JAX: pip install 'jax[cpu]'")
@@ -222,10 +248,10 @@ class ParentRecorder(kg.Generator):
 BACKENDS = [pytest.param(name, marks=pytest.mark.skipif(
     not installed, reason=f"{name} is not installed here ({hint})"))
     for name, installed, hint in [
-        ("tensorflow", __import__("importlib.util").util.find_spec("tensorflow") is not None,
+        ("tensorflow", importlib.util.find_spec("tensorflow") is not None,
          "pip install tensorflow-cpu"),
         ("jax", jax_installed(), "pip install 'jax[cpu]'"),
-        ("torch", __import__("importlib.util").util.find_spec("torch") is not None,
+        ("torch", importlib.util.find_spec("torch") is not None,
          "pip install torch")]]
 
 
