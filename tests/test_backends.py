@@ -159,6 +159,30 @@ def test_fit_trains_on_the_generators_batches(factory, workers):
     assert any(not np.array_equal(a[0], b[0]) for a, b in zip(first, second))  # reshuffled
 
 
+def test_smote_stats_and_checkpoint_in_fit(tmp_path):
+    """What a user tried on JAX (issue 16): a SMOTE sampler, PipelineStats and
+    GeneratorCheckpoint, in one fit on this backend."""
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(30, 4)).astype("float32")
+    y = np.array([0] * 22 + [1] * 8)
+    make = lambda: kg.ArrayGenerator(x, y, batch_size=8, seed=3, stats=True,  # noqa: E731
+                                     sampler=kg.samplers.SMOTE(k_neighbors=3))
+    gen = make()
+    model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(2)])
+    model.compile("sgd", keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    checkpoint = kg.callbacks.GeneratorCheckpoint(tmp_path / "state.json")
+    history = model.fit(gen, epochs=2, verbose=0,
+                        callbacks=[kg.callbacks.PipelineStats(), checkpoint])
+    assert np.isfinite(history.history["loss"]).all()
+    assert len(history.history["data/wait_s"]) == 2
+    labels = np.concatenate([gen[i][1] for i in range(len(gen))])
+    assert (labels == 0).sum() == (labels == 1).sum() == 22  # balanced by synthesis
+    resumed = make()
+    checkpoint.restore(resumed)
+    assert resumed.epoch == gen.epoch
+    np.testing.assert_array_equal(resumed[0][0], gen[0][0])
+
+
 def run_python(code, backend, timeout=240, **env):
     """Runs `code` in a fresh interpreter on `backend`; returns (stdout, stderr). Its
     stderr is also that of every process it starts (fork server, workers)."""
