@@ -8,6 +8,7 @@ These run on whatever backend KERAS_BACKEND names: `make test` runs them on Tens
 
 import importlib.util
 import json
+import multiprocessing
 import os
 import sqlite3
 import subprocess
@@ -279,6 +280,9 @@ BACKENDS = [pytest.param(name, marks=pytest.mark.skipif(
          "pip install torch")]]
 
 
+@pytest.mark.skipif("forkserver" not in multiprocessing.get_all_start_methods(),
+                    reason="no fork server here: workers are spawned, children of the "
+                           "training process but not forks of it")
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_worker_processes_are_not_forks_of_the_training_process(tmp_path, backend):
     """On every backend the workers are children of the fork server, never of the
