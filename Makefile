@@ -5,7 +5,7 @@ STAMP := $(VENV)/.kerasgen-installed
 export KERAS_BACKEND ?= tensorflow
 export TF_CPP_MIN_LOG_LEVEL ?= 2
 
-.PHONY: demo test install clean
+.PHONY: demo test test-tensorflow test-jax install clean
 
 install: $(STAMP)
 
@@ -20,6 +20,13 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(VENV)/bin/python -m pytest -q
+
+# one target per Keras backend (tests/conftest.py says which tests run off TensorFlow,
+# docs/backends.md has the table); PyTorch's CPU wheel is too large for CI
+test-tensorflow: test
+
+test-jax: $(STAMP)
+	KERAS_BACKEND=jax $(VENV)/bin/python -m pytest -q
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache

@@ -20,6 +20,11 @@ image benchmark's tiny model, measured; 16-byte aligned reused arrays grew it fr
 to 2055 MiB). Outside Keras's epochs kerasgen leaves
 malloc alone. `tune_malloc()` picks other values; `leave_malloc()` or
 KERASGEN_MALLOC=leave stop kerasgen from touching malloc at all.
+
+Only the TensorFlow backend's `fit` builds that generator dataset, so on the JAX and
+PyTorch backends nothing pins the threshold and kerasgen leaves malloc alone in their
+epochs too, even when TensorFlow is imported (tests/test_backends.py checks it).
+`tune_malloc()` still sets the thresholds when called, on any backend: glibc's own.
 """
 
 import ctypes
@@ -80,8 +85,15 @@ def times_applied():
     return _state["applied"]
 
 
+def _tensorflow_backend():
+    """Whether Keras runs on TensorFlow (the only backend whose `fit` pins the threshold).
+    Keras is loaded whenever a Keras epoch runs."""
+    keras = sys.modules.get("keras")
+    return keras is not None and keras.backend.backend() == "tensorflow"
+
+
 def keep():
     """Called before each batch of a Keras epoch: undoes TensorFlow's pin (about a
-    microsecond)."""
-    if _state["enabled"] and "tensorflow" in sys.modules:
+    microsecond) on the TensorFlow backend; does nothing on the others."""
+    if _state["enabled"] and "tensorflow" in sys.modules and _tensorflow_backend():
         apply(*_state["thresholds"])

@@ -10,7 +10,9 @@ def _import_tensorflow():
         import tensorflow as tf
     except ImportError as error:
         raise ImportError('to_tf_dataset() needs TensorFlow: pip install "kerasgen3[tensorflow]"'
-                          " (or pip install tensorflow-cpu)") from error
+                          " (or pip install tensorflow-cpu). On the JAX and PyTorch backends "
+                          "`model.fit(gen)` takes the generator itself, without TensorFlow."
+                          ) from error
     return tf
 
 

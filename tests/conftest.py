@@ -11,6 +11,51 @@ import pytest  # noqa: E402
 
 CLASSES = ("cat", "dog", "fox")
 
+# The tests by Keras backend: one place (docs/backends.md has the table). `make test` runs
+# everything on TensorFlow; `make test-jax` runs pytest with KERAS_BACKEND=jax, and off
+# TensorFlow only the files of BACKEND_SUITE are collected (they train through `model.fit`
+# or check backend-independent contracts). Every other file is left out with its reason,
+# listed at the end of the run, never dropped unseen.
+BACKEND_SUITE = {
+    "test_backends.py": "fit per generator kind and worker mode, fork warning, no TensorFlow",
+    "test_contract.py": "the contract over every generator kind",
+    "test_sampler_contract.py": "the contract over every sampler",
+    "test_order.py": "epoch order and resume state",
+}
+TENSORFLOW_ONLY = {
+    "test_tfrecord.py": "TFRecordGenerator parses records with TensorFlow's Example proto",
+    "test_malloc.py": "undoes the malloc pin of TensorFlow's generator dataset (off "
+                      "TensorFlow test_backends.py checks malloc is left alone)",
+    "test_distributed.py": "tf.data interop, tf.data service and tf.distribute",
+    "test_dropin.py": "compares with tf.image.resize and Keras's tf.data "
+                      "image_dataset_from_directory (imports tensorflow)",
+    "test_feeding.py": "checks Keras's TensorFlow adapter (its tf.data dataset, autotuning, "
+                       "errors re-raised by tf.data)",
+    "test_keras.py": "its Recorder overrides train_step(data), which JAX calls as "
+                     "train_step(state, data); test_backends.py covers fit off TensorFlow",
+}
+OTHER_REASON = "backend-independent or TensorFlow-path checks, run by `make test`"
+_left_out = {}
+
+
+def pytest_ignore_collect(collection_path, config):
+    backend = os.environ["KERAS_BACKEND"]
+    name = collection_path.name
+    if backend == "tensorflow" or not (name.startswith("test_") and name.endswith(".py")):
+        return None
+    if name in BACKEND_SUITE:
+        return None
+    _left_out[name] = TENSORFLOW_ONLY.get(name, OTHER_REASON)
+    return True
+
+
+def pytest_terminal_summary(terminalreporter):
+    if _left_out:
+        backend = os.environ["KERAS_BACKEND"]
+        terminalreporter.section(f"not run on the {backend} backend (tests/conftest.py)")
+        for name, reason in sorted(_left_out.items()):
+            terminalreporter.write_line(f"{name}: {reason}")
+
 
 def write_image(path, height=12, width=16, value=None, seed=0, ext_params=()):
     """A small colour image whose content encodes `value` (or random noise)."""
