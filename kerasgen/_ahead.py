@@ -25,11 +25,14 @@ class WorkAhead:
     a background thread. `depth` is the most batches made or held ahead at once; after
     the first batch it is lowered, if need be, so that they fit in `budget_bytes` (one
     batch ahead at least). `pace(waited)`, when given, hears for each batch made ahead
-    whether the caller had to wait for it.
+    whether the caller had to wait for it. `threads`: background threads making batches
+    (Keras's `workers`).
     """
 
-    def __init__(self, make, depth, budget_bytes=256 << 20, submit=None, pace=None):
+    def __init__(self, make, depth, budget_bytes=256 << 20, submit=None, pace=None,
+                 threads=1):
         self.make = make
+        self.threads = threads
         self.submit = submit
         self.pace = pace
         self.depth = depth
@@ -81,7 +84,7 @@ class WorkAhead:
         executor = self._executor
         if executor is None or executor[0] != os.getpid():
             executor = self._executor = (os.getpid(), ThreadPoolExecutor(
-                1, thread_name_prefix="kerasgen-ahead"))
+                self.threads, thread_name_prefix="kerasgen-ahead"))
         return executor[1]
 
     def __getstate__(self):  # a copy (a worker process) starts with nothing ahead

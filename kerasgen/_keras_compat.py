@@ -24,11 +24,16 @@ recognised by the calling frame's function and file name:
   generator works ahead itself (see _ahead.py), so the adapter's dataset gets tf.data's
   autotuning turned off, as Keras itself does when it runs worker threads.
 
-- With `use_multiprocessing=True` the adapter makes an `OrderedEnqueuer` whose pool forks
-  the training process and pickles every batch back through a queue. A kerasgen
-  generator runs worker processes of its own (see _workers.py), so the adapter's
-  enqueuer, made but not started yet, is dropped: the adapter then asks the generator for
-  its batches in order, from one thread, as with workers=1.
+- With `workers > 1` the adapter makes an `OrderedEnqueuer`: with `use_multiprocessing`
+  its pool forks the training process and pickles every batch back through a queue, and
+  on the JAX and torch backends the batch `fit` draws to build the model leaves its
+  thread pool's stream one batch ahead (each epoch then trains on batches 1..n-1 and the
+  next epoch's batch 0, a plain PyDataset's too). A kerasgen generator runs worker
+  threads or processes of its own (see _ahead.py, _workers.py), so the adapter's
+  enqueuer, made but not started yet, is dropped: the adapter then asks the generator
+  for its batches in order, from one thread, as with workers=1. Only when Keras will ask
+  in a random order of its own (a generator with shuffle=False under fit(shuffle=True))
+  is its pool kept: it alone knows that order.
 
 - On the TensorFlow backend a batch that fails inside `fit`, `evaluate` or `predict` (a
   corrupt image, a dead worker process) raises in the generator that
@@ -87,11 +92,13 @@ def called_from_keras_reset():
 def adopt_adapter(own_order, own_workers=False):
     """Called from a generator's `num_batches` (frame 1): when its reader (frame 2) is
     Keras's adapter or enqueuer, turns off the adapter's tf.data autotuning, drops its
-    unstarted enqueuer when `own_workers` (the generator runs its own worker processes),
+    unstarted enqueuer when `own_workers` (the generator runs its own worker threads or
+    processes) unless Keras will shuffle the batches itself ("kept pool"),
     and turns off the batch shuffle it is about to do when `own_order` (the generator
     orders its epochs); its iterators keep the exception a batch raised, and when the
     reader is Keras's epoch iterator, that iterator raises it in place of TensorFlow's
-    error. Returns what it changed: "autotune", "shuffle", "enqueuer" or None."""
+    error. Returns what it changed: "autotune", "shuffle", "enqueuer", "kept pool" or
+    None."""
     frame = sys._getframe(2)  # 0: here, 1: num_batches, 2: its reader
     code = frame.f_code
     if not code.co_filename.endswith(_ADAPTER_FILE):
@@ -109,8 +116,11 @@ def adopt_adapter(own_order, own_workers=False):
     changed = None
     enqueuer = getattr(owner, "enqueuer", None)
     if own_workers and enqueuer is not None and not enqueuer.is_running():
-        owner.enqueuer = None
-        changed = "enqueuer"
+        if own_order or not getattr(owner, "shuffle", False):
+            owner.enqueuer = None  # the generator's own workers serve Keras's order
+            changed = "enqueuer"
+        else:  # Keras will ask in a random order of its own: its pool knows it, keep it
+            changed = "kept pool"
     if "get_tf_dataset" not in vars(owner):
         owner.get_tf_dataset = _without_autotune(owner.get_tf_dataset)
         owner._get_iterator = _keeping_errors(owner._get_iterator, owner)

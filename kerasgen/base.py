@@ -76,8 +76,9 @@ class Generator(PyDataset):
         mask_format: for label_mode="mask": "ids" ((n, h, w) int32 class ids) or
             "one_hot" ((n, h, w, num_classes) float32).
         prefetch: batches made ahead, on a background thread, while the training loop
-            consumes the current one (with workers=1 and no worker processes; Keras's
-            worker threads work ahead themselves). 0 turns it off. "auto": 2 for the
+            consumes the current one (with workers=1; with workers > 1 the generator's
+            own worker threads or processes work ahead, up to max_queue_size batches).
+            0 turns it off. "auto": 2 for the
             image generators, 0 for arrays and custom subclasses (whose `load_sample`
             may not expect a second thread); at most 256 MiB ahead.
         workers, use_multiprocessing, max_queue_size: as `keras.utils.PyDataset`'s, with
@@ -257,8 +258,14 @@ class Generator(PyDataset):
         """Batches in this epoch, as Keras reads it (`len(gen)`). Keras's adapter is
         adopted here (see _keras_compat): no tf.data autotuning, and no extra batch
         shuffle when this generator orders its own epochs."""
-        _keras_compat.adopt_adapter(self.shuffle or self.sampler is not None,
-                                    own_workers=self.use_multiprocessing and bool(self._ahead))
+        own_workers = self._ahead is not None and (self.use_multiprocessing
+                                                   or self.workers > 1)
+        changed = _keras_compat.adopt_adapter(self.shuffle or self.sampler is not None,
+                                              own_workers=own_workers)
+        if changed == "kept pool":  # Keras's pool makes the batches: none made here ahead
+            self._keras_pool_kept = True
+        elif changed == "enqueuer":
+            self._keras_pool_kept = False
         return len(self)
 
     def __len__(self):
@@ -325,13 +332,18 @@ class Generator(PyDataset):
 
     def on_epoch_end(self):
         """Advances to the next epoch (new order, new augmentation draws)."""
-        if not self._epoch_open and _keras_compat.called_from_keras_reset():
+        if _keras_compat.called_from_keras_reset():
+            # Keras's EpochIterator.reset() ends no epoch: before the first batch on
+            # TensorFlow, and after the batch the JAX and torch trainers draw to build the
+            # model (an epoch is open then; its batches are served again from batch 0).
             self._short_epoch_done = False  # a new fit: Keras measures the length anew
+            self._epoch_open = False
             return
         self._short_epoch_done = self._order.offset > 0 and self._epoch_open
         self._epoch_open = False
         self._order.next_epoch()
         self._forget_ahead()
+        self._keras_pool_kept = False
         if self._pool is not None:
             self._pool.stop()  # as Keras's pool: no worker process outlives the epoch
 
@@ -367,7 +379,7 @@ class Generator(PyDataset):
         if self._epoch_open:  # Keras is running an epoch: undo TensorFlow's malloc pin
             _malloc.keep()
         try:
-            if self._ahead is not None:
+            if self._ahead is not None and not self._keras_pool_kept:
                 return self._ahead.get(self.epoch, int(index), n_batches)
             return self._timed_batch(index)
         except Exception as error:  # name the batch, also when raised in a worker process
@@ -378,14 +390,18 @@ class Generator(PyDataset):
 
     def _new_ahead(self):
         """The work-ahead of this generator (None where it does not apply): on worker
-        processes of its own with use_multiprocessing, else on a thread."""
+        processes of its own with use_multiprocessing, on `workers` threads of its own
+        with workers > 1, else (prefetch > 0) on one thread."""
         self._pool = None
+        self._keras_pool_kept = False
+        depth = max(self.workers, self.max_queue_size or 10)  # Keras's queue, in batches
         if self.use_multiprocessing:
             if not _workers.can_start():  # a worker (of kerasgen or of Keras's pool)
                 return None
-            return _ahead.WorkAhead(self._make_ahead, max(self.workers, self.max_queue_size or 10),
-                                    submit=self._submit_to_workers)
-        if not self.prefetch or self.workers > 1:
+            return _ahead.WorkAhead(self._make_ahead, depth, submit=self._submit_to_workers)
+        if self.workers > 1:
+            return _ahead.WorkAhead(self._make_ahead, depth, threads=self.workers)
+        if not self.prefetch:
             return None
         return _ahead.WorkAhead(self._make_ahead, self.prefetch, pace=self._pace)
 

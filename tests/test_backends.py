@@ -28,15 +28,15 @@ KINDS = ["array", "folder", "csv", "custom", "sql"]
 # Keras's JAX and PyTorch fit draw one batch from Keras's thread pool (its OrderedEnqueuer)
 # to build the model, and that pool's stream then stays one batch ahead: each epoch
 # trains on batches 1..n-1 and the next epoch's batch 0, a plain PyDataset's too
-# (test_keras_alone_keeps_each_epoch_whole_with_threads). kerasgen keeps Keras's pool for
-# threads (kerasgen/_keras_compat.py drops it only for its own worker processes).
+# (test_keras_alone_keeps_each_epoch_whole_with_threads). kerasgen drops Keras's pool and
+# runs its own threads or processes (kerasgen/_keras_compat.py), so its epochs stay whole.
 KERAS_THREADS_SHIFT = BACKEND in ("jax", "torch")
 THREADS_SHIFT = pytest.mark.xfail(KERAS_THREADS_SHIFT, strict=True, reason=(
     "Keras's JAX/PyTorch fit takes one batch from its thread pool to build the model, and "
     "the pool's stream stays one batch ahead: Keras's own, a plain PyDataset's too"))
-WORKERS = [
+WORKERS = [  # kerasgen's own threads and processes (Keras's pool is dropped): no shift
     pytest.param(dict(workers=1), id="1-worker"),
-    pytest.param(dict(workers=2), id="2-threads", marks=THREADS_SHIFT),
+    pytest.param(dict(workers=2), id="2-threads"),
     pytest.param(dict(workers=2, use_multiprocessing=True), id="2-processes"),
 ]
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -87,11 +87,9 @@ def factory(request, image_folder, csv_file, database):
 
 # Keras's JAX and PyTorch trainers build the model by drawing one batch inside an epoch
 # (`_symbolic_build(iterator=...)` calls the adapter's on_epoch_begin), then call
-# `EpochIterator.reset()`, whose on_epoch_end kerasgen's Generator.on_epoch_end counts as a
-# finished epoch while one is open (kerasgen/base.py). So on those backends the first fit
-# of a generator trains from its epoch 1, not 0: test_first_fit_trains_on_epoch_zero
-# marks that as a known failure (strict: it fails once fixed, so this goes too).
-FIRST_EPOCH = 1 if BACKEND in ("jax", "torch") else 0
+# `EpochIterator.reset()`, whose on_epoch_end kerasgen's Generator.on_epoch_end ignores as
+# it does on TensorFlow (kerasgen/base.py): the first fit trains from epoch 0 everywhere.
+FIRST_EPOCH = 0
 
 
 def fit_recorder(gen, epochs):
@@ -113,9 +111,6 @@ def batches_of_epochs(gen, first, epochs):
     return batches
 
 
-@pytest.mark.xfail(FIRST_EPOCH != 0, strict=True, reason=(
-    "Keras's JAX/PyTorch fit opens an epoch to build the model, then resets; kerasgen's "
-    "on_epoch_end (base.py) counts that reset as an epoch, so epoch 0 is skipped"))
 def test_first_fit_trains_on_epoch_zero(image_folder, csv_file):
     make = lambda: make_contract_generator("array", image_folder, csv_file, seed=11)  # noqa
     seen = fit_recorder(make(), epochs=1)

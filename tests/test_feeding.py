@@ -112,10 +112,15 @@ def test_errors_of_batches_made_ahead_reach_the_caller_naming_the_batch():
     assert "while loading batch 1 of epoch 0" in "".join(caught.value.__notes__)
 
 
-def test_prefetch_applies_with_one_worker_only_and_is_checked():
+def test_prefetch_applies_with_one_worker_and_workers_are_kerasgens_threads():
     assert Counted(prefetch=2)._ahead is not None
-    assert Counted(prefetch=2, workers=2)._ahead is None  # Keras's threads work ahead
     assert Counted()._ahead is None  # custom subclasses: opt in
+    threads = Counted(workers=3, max_queue_size=4, batch_size=5, shuffle=False)
+    assert (threads._ahead.threads, threads._ahead.depth) == (3, 4)  # Keras's queue size
+    threads[0]  # made here
+    assert threads.wait_for(range(25))  # batches 1..4 made ahead, on kerasgen's threads
+    names = {name for index, name in threads.loads if index >= 5}
+    assert names and all(name.startswith("kerasgen-ahead") for name in names)
     with pytest.raises(ValueError, match=r"`prefetch` must be 'auto' or a non-negative "
                                          r"integer. Received: prefetch=-1"):
         Counted(prefetch=-1)
