@@ -5,7 +5,7 @@ STAMP := $(VENV)/.kerasgen-installed
 export KERAS_BACKEND ?= tensorflow
 export TF_CPP_MIN_LOG_LEVEL ?= 2
 
-.PHONY: demo test test-tensorflow test-jax install clean
+.PHONY: demo test test-fast test-tensorflow test-jax lint install clean
 
 install: $(STAMP)
 
@@ -20,6 +20,14 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(VENV)/bin/python -m pytest -q
+
+# the suite without the cases marked slow (over 10 s each: child processes, examples)
+test-fast: $(STAMP)
+	$(VENV)/bin/python -m pytest -q -m "not slow"
+
+# ruff, configured in pyproject.toml
+lint: $(STAMP)
+	$(VENV)/bin/ruff check .
 
 # one target per Keras backend (tests/conftest.py says which tests run off TensorFlow,
 # docs/backends.md has the table); PyTorch's CPU wheel is too large for CI

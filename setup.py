@@ -30,7 +30,7 @@ EXTRAS["test"] = sorted(set(
     + EXTRAS["progress"] + EXTRAS["gpu"] + EXTRAS["imbalance"] + EXTRAS["tfrecord"]
     # the peers the tests compare with, and tools the tests use
     + ["imbalanced-learn>=0.12", "cloudpickle>=2", "pytest>=7", "pytest-timeout>=2",
-       "pillow>=9"]
+       "pillow>=9", "ruff>=0.5"]
     + ["jax[cpu]>=0.4.36"]))  # `make test-jax`: the JAX backend (docs/backends.md)
 EXTRAS["all"] = sorted({req for reqs in EXTRAS.values() for req in reqs})
 

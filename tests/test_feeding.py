@@ -391,3 +391,17 @@ def test_a_killed_worker_process_ends_fit_with_an_error_naming_it():
     assert f"(pid {victims[0]}, worker" in str(caught.value)
     gen.on_epoch_end()
     assert not worker_pids() - before  # the other worker ended too
+
+
+def test_keras_pool_is_kept_where_keras_shuffles_the_batches_itself(image_folder):
+    """A shuffle=False generator under fit(shuffle=True): Keras alone knows its random
+    batch order, so its thread pool makes the batches (none made here ahead)."""
+    gen = folder_gen(image_folder, workers=2, shuffle=False)
+    adapter = get_data_adapter(gen, shuffle=True)
+    assert adapter.num_batches == len(gen)
+    assert adapter.enqueuer is not None and gen._keras_pool_kept
+    model = recorder()
+    model.fit(gen, epochs=2, verbose=0)  # Keras's default shuffle=True
+    seen = by_epoch([b for _, b in model.seen], len(gen))
+    for epoch in seen:  # every sample once per epoch, in Keras's order of the batches
+        assert sorted(i for batch in epoch for i in batch) == list(range(gen.num_samples))
