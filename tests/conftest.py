@@ -95,3 +95,14 @@ def csv_file(tmp_path, image_folder):
     csv_path = image_folder / "train.csv"
     csv_path.write_text("\n".join(lines) + "\n")
     return csv_path
+
+
+def plant_old_temp_links(target, tmp_path):
+    """Symlinks at the temporary names kerasgen once wrote `target` through
+    (<target>.tmp-<pid>, around this pid), all leading to a victim file; returns the
+    victim and the folder's names with them planted."""
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious")
+    for pid in range(os.getpid() - 5, os.getpid() + 6):
+        os.symlink(victim, f"{target}.tmp-{pid}")
+    return victim, set(os.listdir(tmp_path))

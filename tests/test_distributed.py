@@ -17,6 +17,7 @@ import tensorflow as tf
 
 import kerasgen as kg
 
+from .conftest import plant_old_temp_links
 from .test_contract import ids
 from .test_keras import folder_gen
 
@@ -284,11 +285,7 @@ def test_an_error_in_a_worker_process_names_the_batch_and_file(image_folder):
 def test_the_checkpoint_writes_no_file_through_a_planted_symlink(tmp_path):
     """The state used to be written as <path>.tmp-<pid>, following a symlink put there."""
     path = tmp_path / "gen.json"
-    victim = tmp_path / "victim.txt"
-    victim.write_text("precious")
-    for pid in range(os.getpid() - 5, os.getpid() + 6):  # the old predictable names
-        os.symlink(victim, f"{path}.tmp-{pid}")
-    planted = set(os.listdir(tmp_path))
+    victim, planted = plant_old_temp_links(path, tmp_path)
     gen = kg.ArrayGenerator(np.zeros((16, 2)), np.zeros(16), batch_size=4, seed=3)
     model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
     model.compile("sgd", "mse")

@@ -12,7 +12,7 @@ import pytest
 import kerasgen as kg
 from kerasgen import images
 
-from .conftest import write_image
+from .conftest import plant_old_temp_links, write_image
 
 
 def smooth_photo(height, width, seed=0):
@@ -307,11 +307,7 @@ def test_a_file_cache_truncated_by_another_program_is_refused_not_a_crash(image_
 def test_file_cache_writes_no_file_through_a_planted_symlink(image_folder, tmp_path):
     """The cache used to be written as <path>.tmp-<pid>, following a symlink put there."""
     spec = tmp_path / "cache.bin"
-    victim = tmp_path / "victim.txt"
-    victim.write_text("precious")
-    for pid in range(os.getpid() - 5, os.getpid() + 6):  # the old predictable names
-        os.symlink(victim, f"{spec}.tmp-{pid}")
-    planted = set(os.listdir(tmp_path))
+    victim, planted = plant_old_temp_links(spec, tmp_path)
     gen = kg.ImageFolderGenerator(image_folder, image_size=(6, 6), batch_size=12,
                                   shuffle=False, cache=str(spec))
     expected = kg.ImageFolderGenerator(image_folder, image_size=(6, 6), batch_size=12,
