@@ -3,6 +3,9 @@
 import os
 import pickle
 import re
+import shutil
+import subprocess
+import sys
 import warnings
 
 import cv2
@@ -418,3 +421,35 @@ def test_skip_needs_a_class_to_pick_stand_ins_from(tmp_path, image_folder):
     with pytest.raises(ValueError, match="on_error='skip' replaces a bad image"):
         kg.CSVGenerator(image_folder / "ml.csv", y_col=["a", "b"], label_mode="multi_label",
                         on_error="skip")
+
+
+DISK_FULL = """
+import os, subprocess, sys
+subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", {mnt!r}], check=True)
+import kerasgen as kg
+try:
+    kg.ImageFolderGenerator({folder!r}, image_size=(128, 128), cache={cache!r})
+    print("built")
+except OSError as error:
+    print("OSError:", error)
+print("left:", sorted(os.listdir({mnt!r})))
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not shutil.which("unshare"), reason="needs util-linux's unshare to "
+                    "mount a small tmpfs in a private mount namespace")
+def test_a_file_cache_on_a_really_full_tmpfs_is_an_error_not_sigbus(image_folder, tmp_path):
+    mnt = tmp_path / "small"
+    mnt.mkdir()
+    code = DISK_FULL.format(mnt=str(mnt), folder=str(image_folder),
+                            cache=str(mnt / "cache.bin"))
+    # a user and mount namespace of its own: the tmpfs needs no root and vanishes with it
+    done = subprocess.run(["unshare", "-rm", sys.executable, "-c", code], text=True,
+                          capture_output=True, timeout=300)
+    if done.returncode != 0 and "mount" in done.stderr and "OSError" not in done.stdout:
+        pytest.skip(f"this machine does not let a test mount a tmpfs: {done.stderr[-300:]}")
+    assert done.returncode == 0, done.stderr[-2000:]  # not killed by SIGBUS (-7)
+    assert "OSError: [Errno 28] Cannot reserve" in done.stdout  # ENOSPC, named
+    assert str(mnt / "cache.bin") in done.stdout
+    assert "left: []" in done.stdout  # no cache file, no temporary file
