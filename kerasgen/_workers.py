@@ -167,11 +167,6 @@ class WorkerPool:
         if crew is not None and crew.pid == os.getpid():
             crew.stop()
 
-    @property
-    def pids(self):
-        crew = self.crew
-        return [] if crew is None else [process.pid for process in crew.processes]
-
     def _free_slot(self):
         """A slot nothing holds, of the current size (smaller ones are let go)."""
         for slot in [slot for slot in self.slots if slot.capacity < self.slot_size]:
