@@ -16,7 +16,7 @@ Standalone script (never part of the test suite). It
 
 The standalone passes run in this process with glibc's default malloc, as users run them:
 kerasgen touches malloc only inside Keras's epochs (see kerasgen/_malloc.py) or when
-`kerasgen.images.tune_malloc()` is called, and this process does neither (it checks, and
+`kerasgen.tune_malloc()` is called, and this process does neither (it checks, and
 stops if the thresholds were set anyway).
 
 Each model.fit epoch runs in a fresh process (this script with the hidden `--part fit`):
@@ -28,7 +28,7 @@ second: the steady state of a training run.
 
 `tune_malloc()` is an opt-in that changes glibc's malloc for the whole process, so it is
 measured in a child process: this script again with the hidden `--part tuned`, which calls
-`kerasgen.images.tune_malloc()` first, times kerasgen float32 and the bare cv2 loop (info
+`kerasgen.tune_malloc()` first, times kerasgen float32 and the bare cv2 loop (info
 rows), and writes its results to a JSON file that this process merges. The child runs once
 per repeat, after that repeat's round in this process, so drift hits both alike.
 
@@ -419,7 +419,7 @@ MAIN, TUNED = "main", "tuned"  # this process, and the tune_malloc() child (--pa
 FIT_PART = "fit"  # a fresh process per model.fit epoch (--part fit --fit-row NAME)
 PROCESS_TITLES = {
     MAIN: "main process: glibc's default malloc, nothing tuned (as users run it)",
-    TUNED: "child process: kerasgen.images.tune_malloc() called first (opt-in)",
+    TUNED: "child process: kerasgen.tune_malloc() called first (opt-in)",
     FIT_PART: "a fresh process per epoch, as users run fit (TensorFlow's malloc pin stays "
               "in it)",
 }
@@ -684,10 +684,10 @@ def run_tuned_process(args):
 def tuned_part(args):
     """The child process: tune_malloc() first, then one round of its rows; writes them to
     --part-out."""
-    import kerasgen.images
+    import kerasgen
 
-    tuned = kerasgen.images.tune_malloc()
-    print(f"\n=== {PROCESS_TITLES[TUNED]}\nkerasgen.images.tune_malloc() returned {tuned}",
+    tuned = kerasgen.tune_malloc()
+    print(f"\n=== {PROCESS_TITLES[TUNED]}\nkerasgen.tune_malloc() returned {tuned}",
           flush=True)
     if tuned:
         warm_page_cache(list_files(args.data)[0])
@@ -913,7 +913,7 @@ def git_state():
     return commit, bool(dirty)
 
 
-def check_untuned(kerasgen_images, when):
+def check_untuned(when):
     """Stops the run if kerasgen set the malloc thresholds in this process: every row of
     the main process is meant to run with glibc's defaults (kerasgen sets them only
     inside Keras's epochs, which this process never runs)."""
@@ -953,7 +953,6 @@ def main(argv=None):
     import tensorflow as tf
 
     import kerasgen
-    import kerasgen.images
 
     tf.get_logger().setLevel("ERROR")  # one model per pipeline: retracing notes are expected
 
@@ -966,11 +965,11 @@ def main(argv=None):
         print(f"commit {commit}"
               f"{' (kerasgen/ has uncommitted changes)' if dirty else ', kerasgen/ clean'}",
               flush=True)
-    check_untuned(kerasgen.images, "at start")
+    check_untuned("at start")
     paths, _ = list_files(args.data)
     warm_page_cache(paths)
     interpolation = kerasgen_generator(args.data, "uint8").interpolation
-    check_untuned(kerasgen.images, "after building a generator")
+    check_untuned("after building a generator")
     print(f"kerasgen default interpolation: {interpolation}", flush=True)
 
     print(f"\n=== {PROCESS_TITLES[MAIN]}\nmalloc thresholds raised: False", flush=True)
@@ -1005,7 +1004,7 @@ def main(argv=None):
     if not args.skip_fit:
         print(f"=== {PROCESS_TITLES[FIT_PART]} (model.fit)", flush=True)
         fit = run_fit(args)
-    check_untuned(kerasgen.images, "at the end")
+    check_untuned("at the end")
     cnn = None
     if not args.skip_fit and not args.skip_cnn:
         import fit_cnn

@@ -32,8 +32,10 @@ __all__ = [
     "gpu",
     "image_dataset_from_directory",
     "inspect",
+    "leave_malloc",
     "rebalance",
     "samplers",
+    "tune_malloc",
     "viz",
 ]
 
@@ -52,7 +54,9 @@ _WHERE = {
     "gpu": None,
     "image_dataset_from_directory": "kerasgen.image_dataset",
     "inspect": "kerasgen.inspection",
+    "leave_malloc": "kerasgen._malloc",
     "samplers": None,
+    "tune_malloc": "kerasgen._malloc",
     "viz": None,
 }
 

@@ -65,9 +65,17 @@ def apply(mmap_threshold, trim_threshold):
     return done
 
 
-def tune(mmap_threshold=DEFAULT[0], trim_threshold=DEFAULT[1]):
-    """Sets the thresholds now; kerasgen re-applies them before each batch of a Keras
-    epoch. Returns whether glibc took them."""
+def tune_malloc(mmap_threshold: int = DEFAULT[0], trim_threshold: int = DEFAULT[1]) -> bool:
+    """Sets glibc's mmap and trim thresholds for the whole process (Linux, glibc) now and
+    re-applies them before each batch of every Keras epoch; returns whether glibc took
+    them (False elsewhere).
+
+    You rarely need it: in `fit`, `evaluate` and `predict` kerasgen already applies these
+    defaults, because TensorFlow pins the mmap threshold at 128 KiB whenever Keras feeds a
+    PyDataset (see docs/performance.md). Call it for other values. Outside `fit`, a fixed
+    threshold replaces glibc's own adaptive one for the whole process.
+    `leave_malloc()` turns all of this off.
+    """
     mmap_threshold = _checks.positive_int("mmap_threshold", mmap_threshold)
     trim_threshold = _checks.positive_int("trim_threshold", trim_threshold)
     _state["thresholds"] = (mmap_threshold, trim_threshold)
@@ -75,8 +83,9 @@ def tune(mmap_threshold=DEFAULT[0], trim_threshold=DEFAULT[1]):
     return apply(mmap_threshold, trim_threshold)
 
 
-def leave():
-    """kerasgen stops setting malloc's thresholds (as KERASGEN_MALLOC=leave does)."""
+def leave_malloc() -> None:
+    """kerasgen stops setting glibc's malloc thresholds in this process (the environment
+    variable KERASGEN_MALLOC=leave does the same from the start)."""
     _state["enabled"] = False
 
 

@@ -21,7 +21,8 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from kerasgen import _checks, seeding
+from kerasgen import _checks
+from kerasgen import _seeding as seeding
 from kerasgen import samplers as samplers_mod
 
 REQUIRED = ("epoch", "seed", "num_samples")  # what set_state needs of a state

@@ -13,12 +13,13 @@ import time
 import numpy as np
 from keras.utils import PyDataset
 
-from kerasgen import _ahead, _checks, _keras_compat, _malloc, _order, _workers, batching
-from kerasgen import labels as labels_mod
+from kerasgen import _ahead, _checks, _keras_compat, _malloc, _order, _workers
+from kerasgen import _batching as batching
+from kerasgen import _labels as labels_mod
 from kerasgen import augment as augment_mod
 from kerasgen import samplers as samplers_mod
-from kerasgen import seeding
-from kerasgen import stats as stats_mod
+from kerasgen import _seeding as seeding
+from kerasgen import _stats as stats_mod
 
 AUTO = "auto"
 
@@ -293,7 +294,7 @@ class Generator(PyDataset):
         from the current one (`epochs` of them; None: forever, so pass
         steps_per_epoch=len(gen) to fit). Batches are computed in parallel, in order.
         Needs TensorFlow."""
-        from kerasgen import tfdata
+        from kerasgen import _tfdata as tfdata
 
         return tfdata.to_tf_dataset(self, epochs, num_parallel_calls, prefetch)
 

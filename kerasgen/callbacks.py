@@ -7,7 +7,7 @@ import time
 import keras
 
 from kerasgen import _atomic, _checks
-from kerasgen import stats as stats_mod
+from kerasgen import _stats as stats_mod
 from kerasgen._keras_compat import last_begun
 
 

@@ -41,7 +41,9 @@ class PreviewBatch:
     def __init__(self, directory, image_size, n, seed, transform=None):
         import numpy as np
 
-        from kerasgen import augment, seeding, sources
+        from kerasgen import augment
+        from kerasgen import _seeding as seeding
+        from kerasgen import _sources as sources
         from kerasgen.loader import ImageLoader
 
         paths, class_ids, self.class_names = sources.list_image_folder(directory)

@@ -9,8 +9,12 @@ import warnings
 
 import numpy as np
 
-from kerasgen import _checks, batching, images, seeding, sources
-from kerasgen import labels as labels_mod
+from kerasgen import _checks
+from kerasgen import _batching as batching
+from kerasgen import _images as images
+from kerasgen import _seeding as seeding
+from kerasgen import _sources as sources
+from kerasgen import _labels as labels_mod
 from kerasgen import loader as loader_mod
 from kerasgen.base import Generator
 

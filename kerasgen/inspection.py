@@ -7,10 +7,11 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from kerasgen import _checks, images
-from kerasgen import labels as labels_mod
-from kerasgen import sources
-from kerasgen.progress import progress
+from kerasgen import _checks
+from kerasgen import _images as images
+from kerasgen import _labels as labels_mod
+from kerasgen import _sources as sources
+from kerasgen._progress import progress
 
 
 def _probe(path, max_pixels):

@@ -15,10 +15,12 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from kerasgen import _checks, batching, images
-from kerasgen import cache as cache_mod
-from kerasgen import stats as stats_mod
-from kerasgen.progress import progress
+from kerasgen import _checks
+from kerasgen import _batching as batching
+from kerasgen import _images as images
+from kerasgen import _cache as cache_mod
+from kerasgen import _stats as stats_mod
+from kerasgen._progress import progress
 
 
 class ImageLoader:

@@ -26,7 +26,9 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from kerasgen import _checks, _resample_arrays, batching, seeding
+from kerasgen import _checks, _resample_arrays
+from kerasgen import _batching as batching
+from kerasgen import _seeding as seeding
 
 OVER_STRATEGIES = ("auto", "minority", "not minority", "not majority", "all")
 UNDER_STRATEGIES = ("auto", "majority", "not minority", "not majority", "all")

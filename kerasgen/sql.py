@@ -9,7 +9,8 @@ import urllib.parse
 
 import numpy as np
 
-from kerasgen import _checks, sources
+from kerasgen import _checks
+from kerasgen import _sources as sources
 from kerasgen.generators import ArrayGenerator, CSVGenerator, _csv_labels, _rows, _split
 
 

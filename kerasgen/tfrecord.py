@@ -13,10 +13,11 @@ try:
 except ImportError:  # named with the pip command in TFRecordGenerator(...)
     google_crc32c = None
 
-from kerasgen import _checks, images
+from kerasgen import _checks
+from kerasgen import _images as images
 from kerasgen.base import Generator
 from kerasgen.loader import ImageLoader
-from kerasgen.progress import progress
+from kerasgen._progress import progress
 
 KINDS = ("image", "label", "float", "int")
 # The tf.train.Feature lists each kind reads; anything else is an error, never a cast.

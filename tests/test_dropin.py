@@ -6,6 +6,7 @@ import inspect
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import cv2
 import keras
@@ -363,6 +364,28 @@ def test_public_names_load_lazily_and_dir_is_exact():
     assert callable(kg.rebalance) and callable(kg.image_dataset_from_directory)
     with pytest.raises(AttributeError, match="no attribute 'ImageGenerator'"):
         kg.ImageGenerator
+
+
+# Modules without a leading underscore, and why each is public: kg.__all__ names it, it
+# defines a name of kg.__all__, or it is a documented entry point. Everything else is
+# internal and starts with "_" (docs/architecture.md).
+PUBLIC_MODULES = {
+    "augment": "kg.augment", "callbacks": "kg.callbacks", "gpu": "kg.gpu",
+    "samplers": "kg.samplers", "viz": "kg.viz", "rebalance": "kg.rebalance",
+    "base": "kg.Generator", "generators": "kg.ArrayGenerator and the image generators",
+    "image_dataset": "kg.image_dataset_from_directory", "inspection": "kg.inspect",
+    "sql": "kg.SQLGenerator", "tfrecord": "kg.TFRecordGenerator",
+    "cli": "the kerasgen command", "loader": "the loader stage (docs/architecture.md)",
+}
+
+
+def test_every_module_is_public_on_purpose_or_internal_by_name():
+    package = Path(kg.__file__).parent
+    modules = {p.stem for p in package.glob("*.py")} - {"__init__", "__main__"}
+    assert sorted(m for m in modules if not m.startswith("_")) == sorted(PUBLIC_MODULES)
+    for module, reason in PUBLIC_MODULES.items():
+        if reason.startswith("kg.") and " " not in reason:
+            assert reason[3:] in kg.__all__, (module, reason)
 
 
 def test_preview_batch_is_the_generators_first_batch(image_folder):

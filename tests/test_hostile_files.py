@@ -16,7 +16,8 @@ import numpy as np
 import pytest
 
 import kerasgen as kg
-from kerasgen import cli, images
+from kerasgen import cli
+from kerasgen import _images as images
 
 from .conftest import write_image
 

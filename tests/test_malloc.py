@@ -44,19 +44,18 @@ import json
 import keras
 import numpy as np
 import kerasgen as kg
-import kerasgen.images
 from kerasgen import _malloc
 
 calls = []
 real_apply = _malloc.apply
 _malloc.apply = lambda mmap, trim: calls.append([mmap, trim]) or real_apply(mmap, trim)
-took = kerasgen.images.tune_malloc(mmap_threshold=8 << 20, trim_threshold=16 << 20)
+took = kg.tune_malloc(mmap_threshold=8 << 20, trim_threshold=16 << 20)
 gen = kg.ArrayGenerator(np.zeros((8, 2), "float32"), np.arange(8) % 2, batch_size=4)
 model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(2)])
 model.compile("sgd", "sparse_categorical_crossentropy")
 model.fit(gen, epochs=1, verbose=0)
 tuned = list(calls)
-kerasgen.images.leave_malloc()
+kg.leave_malloc()
 model.fit(gen, epochs=1, verbose=0)
 print(json.dumps({"took": took, "tuned": tuned, "after_leave": calls[len(tuned):]}))
 """
@@ -74,11 +73,11 @@ def test_tune_malloc_values_are_kept_in_keras_epochs_until_leave_malloc():
 
 
 def test_tune_malloc_checks_its_arguments():
-    from kerasgen import images
+    import kerasgen as kg
 
     with pytest.raises(ValueError, match="mmap_threshold"):
-        images.tune_malloc(mmap_threshold=0)
+        kg.tune_malloc(mmap_threshold=0)
     with pytest.raises(ValueError, match="mmap_threshold"):
-        images.tune_malloc(mmap_threshold=True)
+        kg.tune_malloc(mmap_threshold=True)
     with pytest.raises(ValueError, match="trim_threshold"):
-        images.tune_malloc(trim_threshold=-1)
+        kg.tune_malloc(trim_threshold=-1)

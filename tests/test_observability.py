@@ -49,7 +49,7 @@ def test_pipeline_stats_callback_logs_each_epoch(image_folder, tmp_path):
 
 
 def test_fit_wait_measures_a_slow_pipeline():
-    from kerasgen.stats import fit_wait
+    from kerasgen._stats import fit_wait
 
     # batches made at 1, 2, 3 s; steps end 0.1 s after each: the model waited 1 s each
     assert fit_wait([1.0, 2.0, 3.0], 0.0, [1.1, 2.1, 3.1]) == pytest.approx(2.8)

@@ -8,8 +8,9 @@ import warnings
 
 import numpy as np
 
-from kerasgen import _checks, seeding
-from kerasgen.images import IMAGE_EXTENSIONS, file_kind, is_image_file, is_inside
+from kerasgen import _checks
+from kerasgen import _seeding as seeding
+from kerasgen._images import IMAGE_EXTENSIONS, file_kind, is_image_file, is_inside
 
 
 class _Walk:

@@ -9,7 +9,7 @@ import stat
 import cv2
 import numpy as np
 
-from kerasgen import _checks, _malloc
+from kerasgen import _checks
 
 # Pillow's decompression-bomb limit (PIL.Image.MAX_IMAGE_PIXELS: a 24-bit 1 GiB image):
 # the default `max_pixels` of the image generators.
@@ -445,22 +445,3 @@ def load_mask(path, image_size, out=None, aspect=None, max_pixels=MAX_PIXELS, ro
     out[...] = mask
     return out
 
-
-def tune_malloc(mmap_threshold=32 << 20, trim_threshold=64 << 20):
-    """Sets glibc's mmap and trim thresholds for the whole process (Linux, glibc) now and
-    re-applies them before each batch of every Keras epoch; returns whether glibc took
-    them (False elsewhere).
-
-    You rarely need it: in `fit`, `evaluate` and `predict` kerasgen already applies these
-    defaults, because TensorFlow pins the mmap threshold at 128 KiB whenever Keras feeds a
-    PyDataset (see docs/performance.md). Call it for other values. Outside `fit`, a fixed
-    threshold replaces glibc's own adaptive one for the whole process.
-    `leave_malloc()` turns all of this off.
-    """
-    return _malloc.tune(mmap_threshold, trim_threshold)
-
-
-def leave_malloc():
-    """kerasgen stops setting glibc's malloc thresholds in this process (the environment
-    variable KERASGEN_MALLOC=leave does the same from the start)."""
-    _malloc.leave()
