@@ -5,8 +5,13 @@ directory, as a reader pasting them into one script would. Use ```text or ```bas
 blocks that must not run.
 
 A `print(...)` line whose comment starts with `# ->` is checked: what it prints must be
-the comment's text, where `...` stands for anything (`print(len(gen))  # -> 3`). Other
-comments are prose.
+the comment's text, where `...` stands for anything (`print(len(gen))  # -> 3`). The call
+and its comment must be on one line: a `# ->` comment on a line of its own, or after a
+closing parenthesis that does not close a `print(` begun on that line, is an error rather
+than prose nobody checks. Other comments are prose.
+
+The pages in CHECKED_PAGES must keep at least one checked print; every other page with a
+runnable block says in UNCHECKED_PAGES why it checks none.
 """
 
 import pathlib
@@ -52,6 +57,20 @@ def checked(code, name, first_line):
     return "\n".join(lines)
 
 
+# A `# ->` comment on a line of its own, or after code that ends with `)`: meant as an
+# expected output, but not on a line CHECKED_PRINT reads (a print over several lines, an
+# assignment). `def f(x):  # -> y` and other prose after other code stays allowed.
+MISPLACED_CHECK = re.compile(r"^[ \t]*(?:[^#\n]*\))?[ \t]*# ->")
+
+
+def misplaced_checks(code, name, first_line):
+    """['page.md:LINE: ...', ...] for each `# ->` comment that no print on its line makes."""
+    return [f"{name}:{first_line + k}: a `# ->` comment must follow `print(...)` on its "
+            f"line, or it is never checked: {line.strip()!r}"
+            for k, line in enumerate(code.split("\n"))
+            if MISPLACED_CHECK.match(line) and not CHECKED_PRINT.match(line)]
+
+
 def doc_expect(where, expected, *args, sep=" "):
     """Prints as print would, and checks it against the comment (`...`: anything)."""
     text = sep.join(str(arg) for arg in args)
@@ -71,6 +90,19 @@ def test_checked_prints():
         exec(checked("print(3)  # -> 4", "page.md", 1), namespace)
 
 
+def test_misplaced_checks():
+    code = ("print(1)  # -> 1\n"
+            "# -> 1\n"
+            "print(1,\n      2)  # -> 1 2\n"
+            "x = len([1])  # -> 1\n"
+            "def f(x):  # -> x, or (x, y)\n"
+            "y = 2  # prose\n")
+    found = misplaced_checks(code, "page.md", 5)
+    assert [message.split(": ")[0] for message in found] == ["page.md:6", "page.md:8",
+                                                                 "page.md:9"]
+    assert "never checked: '# -> 1'" in found[0]
+
+
 def test_block_parser():
     text = "intro\n```python\na = 1\n```\n```text\nnot run\n```\n  ```python\n  b = 2\n  ```\n"
     assert python_blocks(text) == [(3, "a = 1\n"), (9, "b = 2\n")]
@@ -83,6 +115,45 @@ def test_docs_folder_has_pages():
 # Pages with no runnable block (performance tables, say) have nothing to run.
 PAGES = [p for p in ALL_PAGES if python_blocks(p.read_text(encoding="utf-8"))]
 
+# Pages whose snippets show their outputs as checked prints; each must keep at least one.
+CHECKED_PAGES = [
+    "README.md",
+    "docs/array-generator.md",
+    "docs/augmentation.md",
+    "docs/csv-generator.md",
+    "docs/custom-datasets.md",
+    "docs/determinism.md",
+    "docs/distributed.md",
+    "docs/getting-started.md",
+    "docs/gpu.md",
+    "docs/image-folder-generator.md",
+    "docs/imbalance.md",
+    "docs/label-modes.md",
+    "docs/migrating.md",
+    "docs/observability.md",
+]
+# Pages with runnable blocks and no checked print, with the reason.
+UNCHECKED_PAGES = {
+    "docs/performance.md": "its one print is tune_malloc's answer, True only on Linux "
+                           "with glibc",
+}
+
+
+def count_checked_prints(page):
+    return sum(bool(CHECKED_PRINT.match(line))
+               for _, code in python_blocks(page.read_text(encoding="utf-8"))
+               for line in code.split("\n"))
+
+
+def test_every_page_with_snippets_checks_outputs_or_says_why_not():
+    names = {str(p.relative_to(ROOT)) for p in PAGES}
+    assert not set(CHECKED_PAGES) & set(UNCHECKED_PAGES)
+    assert sorted(names - set(UNCHECKED_PAGES)) == sorted(CHECKED_PAGES), (
+        "A page with ```python blocks belongs in CHECKED_PAGES (with `print(...)  # -> "
+        "output` lines) or in UNCHECKED_PAGES with its reason.")
+    unchecked = [name for name in CHECKED_PAGES if not count_checked_prints(ROOT / name)]
+    assert not unchecked, f"These pages no longer check any output: {unchecked}"
+
 
 @pytest.mark.parametrize("page", PAGES, ids=[str(p.relative_to(ROOT)) for p in PAGES])
 def test_page_snippets_run(page, tmp_path, monkeypatch):
@@ -90,6 +161,9 @@ def test_page_snippets_run(page, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     namespace = {"__name__": "__main__", "__doc_expect": doc_expect}
     name = str(page.relative_to(ROOT))
+    misplaced = [message for first_line, code in blocks
+                 for message in misplaced_checks(code, name, first_line)]
+    assert not misplaced, "\n".join(misplaced)
     for first_line, code in blocks:
         # Compiling with the page's name and padding to its line number makes tracebacks
         # point at the Markdown line that failed.
