@@ -58,6 +58,7 @@ import tempfile
 import time
 import traceback
 from pathlib import Path
+
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
@@ -78,7 +79,11 @@ from benchmarks.pipelines import (BATCH_SIZE, IMAGE_SIZE, Unavailable,  # noqa: 
 MODULE = "benchmarks.images"  # what the child processes run: python -m MODULE --part ...
 
 
+# ---------------------------------------------------------------------------- measuring
 class Results:
+    """The timed runs of one table (standalone or model.fit), by row name; `measure` runs
+    one and records it, or why it could not run."""
+
     def __init__(self, num_files):
         self.num_files = num_files
         self.runs = {}        # name -> list of seconds
@@ -190,6 +195,7 @@ class Results:
 
 
 
+# ---------------------------------------------------------------------------- standalone
 # Pipeline names (also the keys of the JSON output).
 KG_F32 = "kerasgen float32"
 KG_F32_NO_CACHE = "kerasgen float32 cache=None"

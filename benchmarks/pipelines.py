@@ -144,6 +144,7 @@ def practical_limit(paths, cores):
 
 
 def timed(fn):
+    """Runs fn() (-> images seen); returns (seconds, images seen)."""
     start = time.perf_counter()
     seen = fn()
     return time.perf_counter() - start, seen
@@ -164,7 +165,8 @@ def tiny_model(rescale):
 
 
 def fit_pipeline(folder, pipeline):
-    """A fresh input pipeline for one model.fit epoch."""
+    """A fresh input pipeline for one model.fit epoch: `pipeline` is "kerasgen float32",
+    "kerasgen float32 cache=None", "kerasgen uint8", "plain", "tf.data" or "idfd"."""
     if pipeline == "kerasgen float32":
         return kerasgen_generator(folder, "float32")
     if pipeline == "kerasgen float32 cache=None":
