@@ -16,8 +16,8 @@ image: read the JPEG, decode it, resize it to 256x256 (bilinear), apply
              file in `__getitem__`, as tutorials write it.
 
 Data: the benchmark photo folder of benchmarks/images.py (`benchmarks/.data/photos`, 2000
-JPEGs of about 500x375 in 10 class folders; `photos-300` with --quick), built with that
-script's own function when missing.
+JPEGs of about 500x375 in 10 class folders; `photos-300` with --quick), built by
+benchmarks/data.py when missing.
 
 Each timed pass runs in a fresh child process (this script with the hidden `--part`), so
 no pipeline inherits another's threads, caches or process-wide settings (glibc's malloc
@@ -29,10 +29,10 @@ every file. A pass during which other processes used more than `--max-other` cor
 again, up to `--retries` times. Passes go round robin over the pipelines, `--repeats`
 times; the median images/s is reported.
 
-Run from the repository root:
+Run from the repository root, as a module:
 
-    KERAS_BACKEND=tensorflow .venv/bin/python benchmarks/augment.py            # full
-    KERAS_BACKEND=tensorflow .venv/bin/python benchmarks/augment.py --quick    # smoke run
+    KERAS_BACKEND=tensorflow .venv/bin/python -m benchmarks.augment            # full
+    KERAS_BACKEND=tensorflow .venv/bin/python -m benchmarks.augment --quick    # smoke run
 
 The script sets NO_ALBUMENTATIONS_UPDATE=1 for itself and its children (unless already
 set), so albumentations' update check does no network request at import.
@@ -54,34 +54,26 @@ os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 os.environ.setdefault("NO_ALBUMENTATIONS_UPDATE", "1")
 
-from images import build_data, list_files  # noqa: E402  the image benchmark's photo folder
-from machine import (CpuMeter, add_quiet_options, usable_cores, wait_for_quiet,  # noqa: E402
-                     warm_page_cache)
+from benchmarks.data import (DEFAULT_NUM_FILES, ROOT, build_data,  # noqa: E402
+                             default_folder, list_files, warm_page_cache)
+from benchmarks.machine import (CpuMeter, add_quiet_options, usable_cores,  # noqa: E402
+                                wait_for_quiet)
 
-ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+MODULE = "benchmarks.augment"  # what the child processes run: python -m MODULE --part ...
 
 LOAD_SIZE = (256, 256)   # (height, width) every image is resized to before augmenting
 CROP_SIZE = (224, 224)   # what RandomResizedCrop returns
 BATCH_SIZE = 32
 SEED = 0
 TARGET = 1.5             # kerasgen / tf.data
-DEFAULT_NUM_FILES = 2000
 QUICK_NUM_FILES = 300
-DATA_ROOT = ROOT / "benchmarks" / ".data"
 WARMUP_BATCHES = 3
 PIPELINES = ("kerasgen", "tf.data", "plain Sequence")
 
 
 # ---------------------------------------------------------------------------- data
-
-def default_folder(num_files):
-    return DATA_ROOT / ("photos" if num_files == DEFAULT_NUM_FILES else f"photos-{num_files}")
-
-
 def ensure_data(folder, num_files, given):
-    """Builds the benchmark folder with benchmarks/images.py's own function when files are
+    """Builds the benchmark folder of benchmarks/images.py (benchmarks/data.py) when files are
     missing (a folder given with --data is used as it is); returns what was done."""
     folder = Path(folder)
     if folder.is_dir() and (given or len(list_files(folder)[0]) >= num_files):
@@ -226,7 +218,7 @@ def child(args):
 
 # ---------------------------------------------------------------------------- parent
 def run_child(name, args, out):
-    command = [sys.executable, __file__, "--part", name, "--data", str(args.data),
+    command = [sys.executable, "-m", MODULE, "--part", name, "--data", str(args.data),
                "--out", out, "--max-other", str(args.max_other),
                "--quiet-wait", str(args.quiet_wait), "--retries", str(args.retries)]
     done = subprocess.run(command, capture_output=True, text=True)

@@ -21,8 +21,10 @@ in RAM for later epochs (cache="auto": up to 1 GiB, here 117 MB), so two info ro
 the comparison like for like: kerasgen cache=None (decoding every epoch, as the peer does
 by default), and image_dataset_from_directory with tf.data's .cache() (the peer cached).
 
-    KERAS_BACKEND=tensorflow .venv/bin/python benchmarks/fit_cnn.py            # 3 rounds
-    KERAS_BACKEND=tensorflow .venv/bin/python benchmarks/fit_cnn.py --quick    # smoke run
+Run from the repository root, as a module:
+
+    KERAS_BACKEND=tensorflow .venv/bin/python -m benchmarks.fit_cnn            # 3 rounds
+    KERAS_BACKEND=tensorflow .venv/bin/python -m benchmarks.fit_cnn --quick    # smoke run
 """
 
 import argparse
@@ -38,22 +40,19 @@ from pathlib import Path
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
-ROOT = Path(__file__).resolve().parent.parent
-HERE = Path(__file__).resolve().parent
-for path in (ROOT, HERE):
-    if str(path) not in sys.path:
-        sys.path.insert(0, str(path))
-
 import cv2  # noqa: E402
-from images import make_photo  # noqa: E402
-from machine import CpuMeter, add_quiet_options, wait_for_quiet, warm_page_cache  # noqa: E402
+
+from benchmarks.data import DATA_DIR, make_photo, warm_page_cache  # noqa: E402
+from benchmarks.machine import CpuMeter, add_quiet_options, wait_for_quiet  # noqa: E402
+
+MODULE = "benchmarks.fit_cnn"  # what the child processes run: python -m MODULE --part ...
 
 IMAGE_SIZE = (180, 180)
 BATCH_SIZE = 64
 NUM_CLASSES = 5
 NUM_FILES = 1200
 SIZES = ((640, 480), (800, 600))  # (width, height), alternating
-DEFAULT_DATA = ROOT / "benchmarks" / ".data" / "cnn-photos"
+DEFAULT_DATA = DATA_DIR / "cnn-photos"
 
 IDFD = "image_dataset_from_directory"
 KG = "kerasgen (defaults, float32)"
@@ -165,7 +164,7 @@ def run_part(args, name):
     with tempfile.TemporaryDirectory(prefix="kerasgen-cnn-") as tmp:
         out = os.path.join(tmp, "part.json")
         quiet = wait_for_quiet(args.max_other, args.quiet_wait)[1]
-        code = subprocess.run([sys.executable, os.path.abspath(__file__), "--part", name,
+        code = subprocess.run([sys.executable, "-m", MODULE, "--part", name,
                                "--part-out", out, "--data", args.data],
                               check=False).returncode
         if code != 0 or not os.path.exists(out):

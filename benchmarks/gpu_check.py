@@ -1,6 +1,10 @@
 """GPU check: what each kerasgen.gpu tool gives back, and a real image fit, on a GPU.
 
-    KERAS_BACKEND=torch python3 benchmarks/gpu_check.py [--mib 2048] [--dry-run]
+    KERAS_BACKEND=torch python3 -m benchmarks.gpu_check [--mib 2048] [--dry-run]
+
+Run it from the repository root, as a module: that puts the root on `sys.path`, so this
+checkout's kerasgen is imported (kerasgen need not be installed on the GPU machine), here
+and in the run_isolated children.
 
 Works with KERAS_BACKEND=tensorflow, jax or torch (default: tensorflow when it is
 installed, else torch, else jax). Needs no TensorFlow and no network.
@@ -40,9 +44,6 @@ import sys
 import tempfile
 import time
 import traceback
-
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
 
 
 def _default_backend():

@@ -32,10 +32,13 @@ measured in a child process: this script again with the hidden `--part tuned`, w
 rows), and writes its results to a JSON file that this process merges. The child runs once
 per repeat, after that repeat's round in this process, so drift hits both alike.
 
-Run from the repository root:
+Run from the repository root, as a module:
 
-    KERAS_BACKEND=tensorflow .venv/bin/python benchmarks/images.py            # full
-    KERAS_BACKEND=tensorflow .venv/bin/python benchmarks/images.py --quick    # smoke run
+    KERAS_BACKEND=tensorflow .venv/bin/python -m benchmarks.images            # full
+    KERAS_BACKEND=tensorflow .venv/bin/python -m benchmarks.images --quick    # smoke run
+
+The photo folder comes from benchmarks/data.py, the pipelines from benchmarks/pipelines.py;
+this module runs them (this process and its children) and prints the report.
 
 Each pipeline is timed `--repeats` times (round robin over the pipelines, so slow drift of a
 noisy machine hits them alike) and the median images/s is reported. A timed pass includes
@@ -46,7 +49,6 @@ passes time only a pass after the cache was filled.
 import argparse
 import gc
 import json
-import math
 import os
 import platform
 import statistics
@@ -60,230 +62,28 @@ from pathlib import Path
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
-ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
-
 import cv2  # noqa: E402
 import numpy as np  # noqa: E402
-from machine import (CpuMeter, add_quiet_options, usable_cores, wait_for_quiet,  # noqa: E402
-                     warm_page_cache)
 
-IMAGE_SIZE = (224, 224)  # (height, width)
-BATCH_SIZE = 32
-NUM_CLASSES = 10
-PHOTO_SIZE = (500, 375)  # (width, height) of the generated files
-JPEG_QUALITY = 90
-DATA_SEED = 1234
-DEFAULT_NUM_FILES = 2000
-DEFAULT_DATA = ROOT / "benchmarks" / ".data" / "photos"
+from benchmarks.data import (DEFAULT_DATA, DEFAULT_NUM_FILES, JPEG_QUALITY,  # noqa: E402
+                             PHOTO_SIZE, ROOT, build_data, default_folder, list_files,
+                             warm_page_cache)
+from benchmarks.machine import (CpuMeter, add_quiet_options, usable_cores,  # noqa: E402
+                                wait_for_quiet)
+from benchmarks.pipelines import (BATCH_SIZE, IMAGE_SIZE, Unavailable,  # noqa: E402
+                                  fit_pipeline, iterate_sequence, iterate_tf,
+                                  kerasgen_generator, make_keras_dataset,
+                                  make_plain_sequence_class, make_tf_dataset,
+                                  practical_limit, timed, tiny_model)
 
-
-# ---------------------------------------------------------------------------- data
-
-def expected_files(num_files):
-    """Relative paths of the files a folder of `num_files` holds (file i -> class i % 10)."""
-    return [f"class_{i % NUM_CLASSES:02d}/img_{i:05d}.jpg" for i in range(num_files)]
+MODULE = "benchmarks.images"  # what the child processes run: python -m MODULE --part ...
 
 
-def _image_files_under(folder):
-    found = set()
-    for dirpath, _, names in os.walk(folder):
-        for name in names:
-            if name.lower().endswith((".jpg", ".jpeg", ".png", ".bmp", ".gif", ".webp",
-                                      ".tif", ".tiff")):
-                found.add(os.path.relpath(os.path.join(dirpath, name), folder)
-                          .replace(os.sep, "/"))
-    return found
-
-
-def make_photo(photos, index, size=PHOTO_SIZE):
-    """File `index` (BGR, `size` = (width, height)): a random 4:3 crop of one sample
-    photo, maybe flipped and re-toned."""
-    rng = np.random.default_rng([DATA_SEED, index])
-    photo = photos[int(rng.integers(len(photos)))]
-    height, width = photo.shape[:2]  # 427 x 640
-    crop_h = int(rng.uniform(0.55, 1.0) * height)
-    crop_w = min(width, int(round(crop_h * 4 / 3)))
-    top = int(rng.integers(0, height - crop_h + 1))
-    left = int(rng.integers(0, width - crop_w + 1))
-    crop = photo[top:top + crop_h, left:left + crop_w]
-    if rng.random() < 0.5:
-        crop = crop[:, ::-1]
-    image = cv2.resize(np.ascontiguousarray(crop), size, interpolation=cv2.INTER_AREA)
-    gain = rng.uniform(0.85, 1.15)  # slight brightness change: files differ even more
-    image = np.clip(image.astype(np.float32) * gain, 0, 255).astype(np.uint8)
-    return cv2.cvtColor(image, cv2.COLOR_RGB2BGR)
-
-
-def build_data(folder, num_files):
-    """Writes the missing files of the benchmark folder; returns (seconds, files written)."""
-    folder = Path(folder)
-    expected = expected_files(num_files)
-    present = _image_files_under(folder) if folder.exists() else set()
-    extra = present - set(expected)
-    if extra:
-        sys.exit(f"{folder} holds {len(extra)} image files that a {num_files}-file benchmark "
-                 f"folder does not (e.g. {sorted(extra)[0]}). Every image in the folder is "
-                 "read, so the count would be wrong: delete the folder, or pass another "
-                 "--data or --num-files.")
-    missing = [i for i, rel in enumerate(expected) if rel not in present]
-    if not missing:
-        return 0.0, 0
-    from sklearn.datasets import load_sample_images
-
-    start = time.perf_counter()
-    photos = load_sample_images().images  # RGB uint8, 427x640 each, bundled with sklearn
-    for c in range(NUM_CLASSES):
-        (folder / f"class_{c:02d}").mkdir(parents=True, exist_ok=True)
-    params = [cv2.IMWRITE_JPEG_QUALITY, JPEG_QUALITY]
-    for i in missing:
-        ok, encoded = cv2.imencode(".jpg", make_photo(photos, i), params)
-        if not ok:
-            raise RuntimeError(f"cv2.imencode failed for file {i}")
-        target = folder / expected[i]
-        tmp = target.with_name(target.name + ".part")  # not an image name: never listed
-        tmp.write_bytes(encoded.tobytes())
-        os.replace(tmp, target)
-    return time.perf_counter() - start, len(missing)
-
-
-def list_files(folder):
-    """(paths, labels): sorted class subfolders, sorted files, as tutorials list them."""
-    classes = sorted(d.name for d in os.scandir(folder) if d.is_dir())
-    paths, labels = [], []
-    for label, name in enumerate(classes):
-        sub = os.path.join(folder, name)
-        for fname in sorted(os.listdir(sub)):
-            if fname.lower().endswith((".jpg", ".jpeg")):
-                paths.append(os.path.join(sub, fname))
-                labels.append(label)
-    return paths, np.asarray(labels, dtype="int32")
-
-
-# ---------------------------------------------------------------------------- pipelines
-class Unavailable(Exception):
-    """The pipeline needs a keyword argument this kerasgen does not take yet."""
-
-
-def _is_unknown_keyword(error):
-    text = str(error)
-    return "unexpected keyword argument" in text or "got an unexpected keyword" in text
-
-
-def kerasgen_generator(folder, dtype, **extra):
-    import kerasgen as kg
-
-    kwargs = dict(image_size=IMAGE_SIZE, batch_size=BATCH_SIZE, shuffle=False,
-                  label_mode="int", dtype=dtype)
-    if dtype == "float32":
-        kwargs["rescale"] = 1 / 255
-    kwargs.update(extra)
-    try:
-        return kg.ImageFolderGenerator(folder, **kwargs)
-    except TypeError as error:
-        if _is_unknown_keyword(error):
-            raise Unavailable(str(error)) from error
-        raise
-
-
-def make_plain_sequence_class():
-    import keras
-
-    class PlainSequence(keras.utils.PyDataset):
-        """A Sequence as tutorials write it: cv2 per file inside __getitem__."""
-
-        def __init__(self, paths, labels, batch_size=32, image_size=(224, 224), **kwargs):
-            super().__init__(**kwargs)
-            self.paths, self.labels = paths, labels
-            self.batch_size, self.image_size = batch_size, image_size
-
-        def __len__(self):
-            return math.ceil(len(self.paths) / self.batch_size)
-
-        def __getitem__(self, idx):
-            lo, hi = idx * self.batch_size, (idx + 1) * self.batch_size
-            images = []
-            for path in self.paths[lo:hi]:
-                image = cv2.imread(path)
-                image = cv2.cvtColor(image, cv2.COLOR_BGR2RGB)
-                image = cv2.resize(image, (self.image_size[1], self.image_size[0]))
-                images.append(image)
-            x = np.array(images, dtype=np.float32) / 255.0
-            return x, np.asarray(self.labels[lo:hi])
-
-    return PlainSequence
-
-
-def make_tf_dataset(paths, labels):
-    import tensorflow as tf
-
-    def load(path, label):
-        image = tf.io.decode_jpeg(tf.io.read_file(path), channels=3)
-        image = tf.image.resize(image, IMAGE_SIZE) / 255.0
-        return image, label
-
-    return (tf.data.Dataset.from_tensor_slices((paths, labels))
-            .map(load, num_parallel_calls=tf.data.AUTOTUNE)
-            .batch(BATCH_SIZE)
-            .prefetch(tf.data.AUTOTUNE))
-
-
-def make_keras_dataset(folder):
-    import keras
-
-    return keras.utils.image_dataset_from_directory(
-        folder, image_size=IMAGE_SIZE, batch_size=BATCH_SIZE, shuffle=False, verbose=False)
-
-
-def iterate_sequence(seq, shapes=None):
-    """One pass of seq[i] over all i; returns the number of images seen."""
-    seen = 0
-    for i in range(len(seq)):
-        batch = seq[i]
-        x = batch[0]
-        seen += len(x)
-        if shapes is not None and i == 0:
-            shapes["x"] = [list(x.shape), str(x.dtype)]
-    return seen
-
-
-def iterate_tf(ds, shapes=None):
-    seen = 0
-    for i, (x, _) in enumerate(ds):
-        x = x.numpy()
-        seen += len(x)
-        if shapes is not None and i == 0:
-            shapes["x"] = [list(x.shape), str(x.dtype)]
-    return seen
-
-
-
-# ---------------------------------------------------------------------------- timing
-def practical_limit(paths, cores):
-    """cv2.imread + cv2.resize (default: bilinear) in a bare loop pinned to one core, times
-    `cores`: an equivalent time for `cores` cores doing nothing else."""
-    saved_threads = cv2.getNumThreads()
-    saved_affinity = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else None
-    cv2.setNumThreads(1)
-    if saved_affinity:
-        os.sched_setaffinity(0, {min(saved_affinity)})  # this thread only
-    try:
-        start = time.perf_counter()
-        for path in paths:
-            image = cv2.imread(path)
-            cv2.resize(image, (IMAGE_SIZE[1], IMAGE_SIZE[0]))
-        elapsed = time.perf_counter() - start
-    finally:
-        cv2.setNumThreads(saved_threads)
-        if saved_affinity:
-            os.sched_setaffinity(0, saved_affinity)
-    return elapsed / cores, len(paths)
-
-
-
-
+# ---------------------------------------------------------------------------- measuring
 class Results:
+    """The timed runs of one table (standalone or model.fit), by row name; `measure` runs
+    one and records it, or why it could not run."""
+
     def __init__(self, num_files):
         self.num_files = num_files
         self.runs = {}        # name -> list of seconds
@@ -394,13 +194,8 @@ class Results:
                     mine.setdefault(name, value)
 
 
-def timed(fn):
-    start = time.perf_counter()
-    seen = fn()
-    return time.perf_counter() - start, seen
 
-
-
+# ---------------------------------------------------------------------------- standalone
 # Pipeline names (also the keys of the JSON output).
 KG_F32 = "kerasgen float32"
 KG_F32_NO_CACHE = "kerasgen float32 cache=None"
@@ -550,22 +345,6 @@ FIT_KG_U8 = "fit: kerasgen uint8 + Rescaling"
 FIT_PLAIN = "fit: plain Sequence"
 FIT_TFDATA = "fit: tf.data"
 FIT_IDFD = "fit: image_dataset_from_directory + Rescaling"
-
-
-def tiny_model(rescale):
-    import keras
-    from keras import layers
-
-    inputs = keras.Input(shape=IMAGE_SIZE + (3,))
-    x = layers.Rescaling(1 / 255)(inputs) if rescale else inputs
-    x = layers.GlobalAveragePooling2D()(x)
-    outputs = layers.Dense(NUM_CLASSES)(x)
-    model = keras.Model(inputs, outputs)
-    model.compile(optimizer="adam",
-                  loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
-    return model
-
-
 FIT_KG_F32_LEAVE = "fit: kerasgen float32, KERASGEN_MALLOC=leave (info)"
 FIT_KG_F32_NO_CACHE = "fit: kerasgen float32, cache=None"
 FIT_SPECS = {  # name: (pipeline, the model needs Rescaling(1/255), extra environment)
@@ -577,23 +356,6 @@ FIT_SPECS = {  # name: (pipeline, the model needs Rescaling(1/255), extra enviro
     FIT_IDFD: ("idfd", True, {}),
     FIT_KG_F32_LEAVE: ("kerasgen float32", False, {"KERASGEN_MALLOC": "leave"}),
 }
-
-
-def fit_pipeline(folder, pipeline):
-    """A fresh input pipeline for one model.fit epoch."""
-    if pipeline == "kerasgen float32":
-        return kerasgen_generator(folder, "float32")
-    if pipeline == "kerasgen float32 cache=None":
-        return kerasgen_generator(folder, "float32", cache=None)
-    if pipeline == "kerasgen uint8":
-        return kerasgen_generator(folder, "uint8")
-    p, y = list_files(folder)
-    if pipeline == "plain":
-        return make_plain_sequence_class()(p, y, batch_size=BATCH_SIZE,
-                                           image_size=IMAGE_SIZE)
-    if pipeline == "tf.data":
-        return make_tf_dataset(p, y)
-    return make_keras_dataset(folder)
 
 
 def fit_part(args):
@@ -659,10 +421,12 @@ def run_fit(args):
 # ---------------------------------------------------------------------------- processes
 def run_part(args, part, extra, env, what):
     """Runs this script with `--part part` in a child process (with `env` added to the
-    environment); returns the JSON payload it wrote, or raises RuntimeError."""
+    environment); returns the JSON payload it wrote, or raises RuntimeError. The child is
+    started as this process was (`python -m benchmarks.images`, same working directory
+    and environment), so it imports the same benchmarks and kerasgen."""
     with tempfile.TemporaryDirectory(prefix="kerasgen-bench-part-") as tmp:
         out = os.path.join(tmp, "part.json")
-        cmd = [sys.executable, os.path.abspath(__file__), "--part", part, *extra,
+        cmd = [sys.executable, "-m", MODULE, "--part", part, *extra,
                "--part-out", out, "--data", args.data, "--num-files", str(args.num_files),
                "--max-other", repr(args.max_other), "--quiet-wait", repr(args.quiet_wait)]
         sys.stdout.flush()
@@ -891,8 +655,7 @@ def parse_args(argv=None):
     if args.part and not args.part_out:
         parser.error("--part needs --part-out")
     if args.data is None:
-        args.data = (DEFAULT_DATA if args.num_files == DEFAULT_NUM_FILES
-                     else DEFAULT_DATA.with_name(f"{DEFAULT_DATA.name}-{args.num_files}"))
+        args.data = default_folder(args.num_files)
     args.data = os.fspath(args.data)
     if args.cores is None:
         args.cores = os.cpu_count() or 1
@@ -1007,7 +770,7 @@ def main(argv=None):
     check_untuned("at the end")
     cnn = None
     if not args.skip_fit and not args.skip_cnn:
-        import fit_cnn
+        from benchmarks import fit_cnn
 
         print("=== the tutorial CNN in model.fit (benchmarks/fit_cnn.py)", flush=True)
         cnn = fit_cnn.main(["--repeats", str(args.fit_repeats), "--max-other",

@@ -28,10 +28,10 @@ Peak RSS: a thread reads VmRSS from /proc/self/status every 5 ms, and the kernel
 high-water mark (VmHWM, reset through /proc/self/clear_refs after the baseline) is read at
 the end; the larger counts.
 
-Run from the repository root:
+Run from the repository root, as a module:
 
-    KERAS_BACKEND=tensorflow .venv/bin/python benchmarks/imbalance.py            # full
-    KERAS_BACKEND=tensorflow .venv/bin/python benchmarks/imbalance.py --quick    # smoke run
+    KERAS_BACKEND=tensorflow .venv/bin/python -m benchmarks.imbalance            # full
+    KERAS_BACKEND=tensorflow .venv/bin/python -m benchmarks.imbalance --quick    # smoke run
 
 Before each timed process the script waits (at most `--quiet-wait` s, default 60) until
 other processes use less than `--max-other` cores (default 0.3), read from /proc/stat. A
@@ -55,12 +55,13 @@ from pathlib import Path
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
-ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
-
 import numpy as np  # noqa: E402
-from machine import add_quiet_options, machine_busy_seconds as _machine_busy_seconds  # noqa: E402
+
+from benchmarks.machine import add_quiet_options  # noqa: E402
+from benchmarks.machine import machine_busy_seconds as _machine_busy_seconds  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent  # the repository
+MODULE = "benchmarks.imbalance"  # what the child processes run: python -m MODULE --part ...
 
 TEST_SIZE = 0.3
 RARE_FRACTION = 0.10
@@ -304,7 +305,7 @@ def run_part(args):
 
 
 def run_child(args, part, out):
-    command = [sys.executable, os.path.abspath(__file__), "--part", part, "--out", out,
+    command = [sys.executable, "-m", MODULE, "--part", part, "--out", out,
                "--rows", str(args.rows), "--features", str(args.features),
                "--minority", str(args.minority), "--batch-size", str(args.batch_size)]
     busy, own, start = _machine_busy_seconds(), _own_seconds(), time.perf_counter()
@@ -454,8 +455,8 @@ def main(argv=None):
           f"{time.strftime('%Y-%m-%d %H:%M')}, Python {platform.python_version()}, "
           f"numpy {np.__version__}, scikit-learn {sklearn.__version__}, imbalanced-learn "
           f"{imblearn.__version__}, keras {keras.__version__}, {os.cpu_count()} cores")
-    print("command: " + " ".join([os.path.relpath(sys.executable, ROOT)]
-                                 + [os.path.relpath(__file__, ROOT)] + sys.argv[1:]))
+    print("command: " + " ".join([os.path.relpath(sys.executable, ROOT), "-m", MODULE]
+                                 + sys.argv[1:]))
     report = {"args": vars(args), "targets": TARGETS, "cores": os.cpu_count()}
     ok = True
     if not args.skip_quality:

@@ -66,13 +66,6 @@ def usable_cores():
         return os.cpu_count()
 
 
-def warm_page_cache(paths):
-    """Reads every file once, so timed passes do not measure the disk."""
-    for path in paths:
-        with open(path, "rb") as f:
-            f.read()
-
-
 def add_quiet_options(parser, quiet_wait):
     """--max-other, --quiet-wait and --retries: how a benchmark keeps other processes out
     of its timings (`quiet_wait`: the default wait, in seconds)."""

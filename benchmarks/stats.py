@@ -1,11 +1,13 @@
 """Overhead of pipeline statistics: one pass with stats off vs on, same run.
 
-    .venv/bin/python benchmarks/stats.py [--data benchmarks/.data/photos] [--repeats 7]
+    .venv/bin/python -m benchmarks.stats [--data benchmarks/.data/photos] [--repeats 7]
+
+(from the repository root, as a module).
 
 Prints images/s for both (median of --repeats alternating passes) and the overhead of
 stats=True as a percentage (target: under 2%). With stats off the code path is one `is
 None` test per batch and a shared no-op context per stage. Uses the photo folder made by
-benchmarks/images.py (run that first, or pass --data).
+benchmarks/images.py (run `python -m benchmarks.images` first, or pass --data).
 """
 
 import argparse
@@ -16,9 +18,9 @@ import time
 
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
 import kerasgen as kg  # noqa: E402
+
+from benchmarks.data import DEFAULT_DATA  # noqa: E402
 
 
 def one_pass(gen):
@@ -30,13 +32,13 @@ def one_pass(gen):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    here = os.path.dirname(os.path.abspath(__file__))
-    parser.add_argument("--data", default=os.path.join(here, ".data", "photos"))
+    parser.add_argument("--data", default=os.fspath(DEFAULT_DATA),
+                        help=f"the photo folder (default {DEFAULT_DATA})")
     parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--image-size", type=int, default=224)
     args = parser.parse_args()
     if not os.path.isdir(args.data):
-        sys.exit(f"{args.data} not found: run benchmarks/images.py first (it builds it)")
+        sys.exit(f"{args.data} not found: run `python -m benchmarks.images` first (it builds it)")
     common = dict(image_size=(args.image_size,) * 2, batch_size=32, shuffle=False,
                   label_mode="int", rescale=1 / 255, verbose=0)
     generators = {"stats off": kg.ImageFolderGenerator(args.data, **common),
