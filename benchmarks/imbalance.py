@@ -270,6 +270,11 @@ def run_part(args):
         from imblearn.over_sampling import SMOTE
     else:
         import kerasgen as kg
+
+        # `import kerasgen` is lazy: the first kg.ArrayGenerator imports Keras and
+        # TensorFlow (seconds, hundreds of MiB). Load them before the baseline and the
+        # timer, as the imbalanced-learn part loads SMOTE.
+        kg.ArrayGenerator, kg.samplers.SMOTE
     x, y = make_scale_data(args.rows, args.features, args.minority)
     gc.collect()
     baseline = _rss_kib()
