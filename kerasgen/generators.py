@@ -153,7 +153,7 @@ class ArrayGenerator(Generator):
 
     @property
     def sampler_features(self) -> Any:
-        """`features=` when given, else x (an array; none for a dict of arrays)."""
+        """`features=` when given, else x (None when x is a dict of arrays)."""
         if self._features is not None or isinstance(self.x, dict):
             return self._features
         return self.x
