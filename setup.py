@@ -30,7 +30,7 @@ EXTRAS["test"] = sorted(set(
     + EXTRAS["progress"] + EXTRAS["gpu"] + EXTRAS["imbalance"] + EXTRAS["tfrecord"]
     # the peers the tests compare with, and tools the tests use
     + ["imbalanced-learn>=0.12", "cloudpickle>=2", "pytest>=7", "pytest-timeout>=2",
-       "pillow>=9", "ruff>=0.5"]
+       "pillow>=9", "ruff>=0.5", "mypy>=1.8"]
     + ["jax[cpu]>=0.4.36"]))  # `make test-jax`: the JAX backend (docs/backends.md)
 EXTRAS["all"] = sorted({req for reqs in EXTRAS.values() for req in reqs})
 
@@ -43,6 +43,7 @@ setup(
     long_description_content_type="text/markdown",
     license="MIT",
     packages=find_packages(include=["kerasgen", "kerasgen.*"]),
+    package_data={"kerasgen": ["py.typed"]},  # PEP 561: the package ships its type hints
     python_requires=">=3.9",
     install_requires=["keras>=3.3", "numpy>=1.23", "opencv-python-headless>=4.8",
                       "pillow>=9"],  # Pillow reads image headers (max_pixels)

@@ -8,12 +8,25 @@ of workers.
 command line (`kerasgen --help`, `inspect`, `preview`) never starts Keras or TensorFlow.
 """
 
+from __future__ import annotations
+
 import importlib
+from typing import TYPE_CHECKING, Any
 
 # Imported now, not lazily: `rebalance` is also the name of its module, which the import
 # system would bind in its place if kerasgen.rebalance were first imported by name.
 # It needs only NumPy.
 from kerasgen.rebalance import class_weights, rebalance
+
+if TYPE_CHECKING:  # what type checkers and IDEs see of the lazy names below (PEP 484)
+    from kerasgen import augment, callbacks, gpu, samplers, viz
+    from kerasgen._malloc import leave_malloc, tune_malloc
+    from kerasgen.base import Generator
+    from kerasgen.generators import ArrayGenerator, CSVGenerator, ImageFolderGenerator
+    from kerasgen.image_dataset import image_dataset_from_directory
+    from kerasgen.inspection import inspect
+    from kerasgen.sql import SQLFeatureGenerator, SQLGenerator, SQLImageGenerator
+    from kerasgen.tfrecord import TFRecordGenerator
 
 __version__ = "0.1.0"
 
@@ -61,7 +74,7 @@ _WHERE = {
 }
 
 
-def __getattr__(name):
+def __getattr__(name: str) -> Any:
     if name not in _WHERE:
         raise AttributeError(f"module 'kerasgen' has no attribute {name!r}")
     where = _WHERE[name]
@@ -73,5 +86,5 @@ def __getattr__(name):
     return value
 
 
-def __dir__():
+def __dir__() -> list[str]:
     return sorted(__all__ + ["__version__"])

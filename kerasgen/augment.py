@@ -8,14 +8,22 @@ order, and differs from one epoch to the next.
 Importing this module does not import albumentations or TensorFlow.
 """
 
+from __future__ import annotations
+
 import copy
 import inspect
 import random
 import threading
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from kerasgen import _checks
+from kerasgen._typing import Augment, BatchAugmentSteps, ImageSize
+
+if TYPE_CHECKING:
+    import albumentations
 
 PIP_ALBUMENTATIONS = 'pip install "albumentations>=2.0,<2.1"'
 
@@ -29,7 +37,7 @@ def _is_keras_layer(obj):
                for c in type(obj).__mro__)
 
 
-def import_albumentations():
+def import_albumentations() -> ModuleType:
     """albumentations, or an ImportError that says how to install it."""
     try:
         import albumentations
@@ -39,7 +47,8 @@ def import_albumentations():
     return albumentations
 
 
-def typical(image_size, scale=(0.5, 1.0)):
+def typical(image_size: ImageSize,
+            scale: tuple[float, float] = (0.5, 1.0)) -> albumentations.Compose:
     """A typical training pipeline: horizontal flip, random resized crop, colour jitter.
 
     Returns an `albumentations.Compose`; needs albumentations installed.
@@ -62,7 +71,7 @@ class SampleAugment:
     `fn(image, rng, mask=mask)` and returns `(image, mask)`.
     """
 
-    def __init__(self, augment):
+    def __init__(self, augment: Augment) -> None:
         if not callable(augment):
             _checks.fail("augment", "None, an albumentations transform or a callable "
                          "fn(image, rng) -> image", augment, TypeError)
@@ -76,7 +85,9 @@ class SampleAugment:
             transform = self._local.transform = copy.deepcopy(self.augment)
         return transform
 
-    def __call__(self, image, rng, mask=None):
+    def __call__(self, image: np.ndarray, rng: np.random.Generator,
+                 mask: np.ndarray | None = None) -> Any:
+        """The augmented image; (image, mask) when `mask` is given."""
         if not self.albumentations:
             if mask is None:
                 return self.augment(image, rng)
@@ -104,7 +115,7 @@ class BatchAugment:
     `fn(x, y, rng) -> (x, y)`. A sequence of steps runs in order.
     """
 
-    def __init__(self, steps):
+    def __init__(self, steps: BatchAugmentSteps) -> None:
         steps = list(steps) if isinstance(steps, (list, tuple)) else [steps]
         for step in steps:
             if _is_keras_layer(step):
@@ -120,7 +131,9 @@ class BatchAugment:
         self._is_layer = [_is_keras_layer(s) for s in steps]
         self.uses_keras = any(self._is_layer)
 
-    def __call__(self, x, y, rng):
+    def __call__(self, x: np.ndarray, y: np.ndarray | None,
+                 rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray | None]:
+        """The batch (x, y) after every step, in order."""
         for step, is_layer in zip(self.steps, self._is_layer):
             if is_layer:
                 x, y = self._apply_layer(step, x, y, int(rng.integers(2**31)))

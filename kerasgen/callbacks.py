@@ -1,14 +1,21 @@
 """Keras callbacks: save a generator's position beside the model checkpoint, and resume."""
 
+from __future__ import annotations
+
 import json
 import os
 import time
+from typing import TYPE_CHECKING, Any
 
 import keras
 
 from kerasgen import _atomic, _checks
 from kerasgen import _stats as stats_mod
 from kerasgen._keras_compat import last_begun
+from kerasgen._typing import StrPath
+
+if TYPE_CHECKING:
+    from kerasgen.base import Generator
 
 
 def _write_json(path, state):
@@ -40,14 +47,15 @@ class GeneratorCheckpoint(keras.callbacks.Callback):
             Keras began last (the training data, during training batches).
     """
 
-    def __init__(self, path, every_n_batches=None, generator=None):
+    def __init__(self, path: StrPath, every_n_batches: int | None = None,
+                 generator: Generator | None = None) -> None:
         super().__init__()
         self.path = os.fspath(path)
         self.every_n_batches = (None if every_n_batches is None
                                 else _checks.positive_int("every_n_batches", every_n_batches))
         self.generator = generator
 
-    def _generator(self):
+    def _generator(self) -> Generator:
         if self.generator is None:
             self.generator = last_begun()
         if self.generator is None:
@@ -55,23 +63,23 @@ class GeneratorCheckpoint(keras.callbacks.Callback):
                              "pass generator=the training generator.")
         return self.generator
 
-    def on_train_batch_begin(self, batch, logs=None):
+    def on_train_batch_begin(self, batch: int, logs: dict[str, Any] | None = None) -> None:
         self._generator()  # during training batches, the last begun is the training data
 
-    def on_train_batch_end(self, batch, logs=None):
+    def on_train_batch_end(self, batch: int, logs: dict[str, Any] | None = None) -> None:
         if self.every_n_batches and (batch + 1) % self.every_n_batches == 0:
             _write_json(self.path, self._generator().get_state(batches_done=batch + 1))
 
-    def on_epoch_end(self, epoch, logs=None):
+    def on_epoch_end(self, epoch: int, logs: dict[str, Any] | None = None) -> None:
         # Keras ended the generator's epoch before this call: the state is the next one's.
         _write_json(self.path, self._generator().get_state())
 
-    def restore(self, generator=None):
+    def restore(self, generator: Generator | None = None) -> dict[str, Any] | None:
         """Restores `generator` (default: the one given at construction) from `path`."""
         return restore(generator or self._generator(), self.path)
 
 
-def restore(generator, path):
+def restore(generator: Generator, path: StrPath) -> dict[str, Any] | None:
     """Loads the state saved at `path` into `generator`; returns the state, or None when
     there is no file yet (a first run).
 
@@ -130,24 +138,24 @@ class PipelineStats(keras.callbacks.Callback):
     step ended; it covers batches made in this process (workers=1 or worker threads).
     """
 
-    def __init__(self, generator=None, prefix="data/"):
+    def __init__(self, generator: Generator | None = None, prefix: str = "data/") -> None:
         super().__init__()
         self.generator = generator
         self.prefix = prefix
-        self.history = []
+        self.history: list[dict[str, float | None]] = []
 
-    def _generator(self):
+    def _generator(self) -> Generator | None:
         if self.generator is None:
             self.generator = last_begun()
         return self.generator
 
-    def on_epoch_begin(self, epoch, logs=None):
+    def on_epoch_begin(self, epoch: int, logs: dict[str, Any] | None = None) -> None:
         self._start = time.perf_counter()
         self._step_ends = []
         if self.generator is not None and self.generator._stats is not None:
             self.generator._stats.reset()
 
-    def on_train_batch_end(self, batch, logs=None):
+    def on_train_batch_end(self, batch: int, logs: dict[str, Any] | None = None) -> None:
         self._step_ends.append(time.perf_counter())
         gen = self.generator if self._step_ends[1:] else self._generator()
         if gen is not None and gen._stats is not None and len(self._step_ends) == 1:
@@ -155,7 +163,7 @@ class PipelineStats(keras.callbacks.Callback):
             if not first:  # made before this epoch began (reset missed): count afresh
                 gen._stats.reset()
 
-    def on_epoch_end(self, epoch, logs=None):
+    def on_epoch_end(self, epoch: int, logs: dict[str, Any] | None = None) -> None:
         gen = self.generator  # found during the training batches (not the validation data)
         if gen is None or gen._stats is None:
             raise ValueError("PipelineStats needs the training generator built with "

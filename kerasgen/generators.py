@@ -1,13 +1,18 @@
 """The ready-made generators: in-memory arrays, image folders and CSV lists."""
 
+from __future__ import annotations
+
 import inspect
 import numbers
 import os
 import reprlib
 import time
 import warnings
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 import numpy as np
+import numpy.typing as npt
 
 from kerasgen import _checks
 from kerasgen import _batching as batching
@@ -16,7 +21,14 @@ from kerasgen import _seeding as seeding
 from kerasgen import _sources as sources
 from kerasgen import _labels as labels_mod
 from kerasgen import loader as loader_mod
+from kerasgen._typing import (Arrays, BatchArrays, Cache, ColorMode, FolderLabels,
+                              ImageSize, Interpolation, LabelMode, OnError, StrPath, Subset)
 from kerasgen.base import Generator
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+_Folder = TypeVar("_Folder", bound="ImageFolderGenerator")
 
 
 def _as_arrays(value, name):
@@ -100,7 +112,9 @@ class ArrayGenerator(Generator):
             workers, use_multiprocessing, max_queue_size (see `kg.Generator`).
     """
 
-    def __init__(self, x, y=None, *, sample_weight=None, label_mode="raw", **common):
+    def __init__(self, x: Arrays, y: Arrays | None = None, *,
+                 sample_weight: npt.ArrayLike | None = None,
+                 label_mode: LabelMode | None = "raw", **common: Any) -> None:
         self.x, num_samples = _as_arrays(x, "x")
         if y is not None:
             if label_mode == "multi_label" and isinstance(y, (list, tuple)):
@@ -130,7 +144,7 @@ class ArrayGenerator(Generator):
                 _check_convertible(array, "x" if name is None else f"x[{name!r}]",
                                    self.dtype)
 
-    def load_sample(self, index):
+    def load_sample(self, index: int) -> BatchArrays | tuple[BatchArrays, np.ndarray]:
         if isinstance(self.x, dict):
             x = {k: v[index] for k, v in self.x.items()}
         else:
@@ -138,12 +152,15 @@ class ArrayGenerator(Generator):
         return x if self.masks is None else (x, self.masks[index])
 
     @property
-    def sampler_features(self):
+    def sampler_features(self) -> Any:
+        """`features=` when given, else x (None when x is a dict of arrays)."""
         if self._features is not None or isinstance(self.x, dict):
             return self._features
         return self.x
 
-    def load_batch(self, indices, positions, partners=None, lams=None):
+    def load_batch(self, indices: np.ndarray, positions: np.ndarray,
+                   partners: np.ndarray | None = None, lams: np.ndarray | None = None,
+                   ) -> tuple[BatchArrays, np.ndarray | None]:
         if self.augment is not None:
             return super().load_batch(indices, positions, partners, lams)
         with self._stage("read"):
@@ -198,18 +215,49 @@ class _ImageFileGenerator(Generator):
     def _pace(self, waited):
         self.loader.pace(waited)
 
-    # what users read, kept on the generator
-    file_paths = property(lambda self: self.loader.file_paths)
-    mask_paths = property(lambda self: self.loader.mask_paths)
-    image_size = property(lambda self: self.loader.image_size)
-    color_mode = property(lambda self: self.loader.color_mode)
-    interpolation = property(lambda self: self.loader.interpolation)
-    on_error = property(lambda self: self.loader.on_error)
-    max_pixels = property(lambda self: self.loader.max_pixels)
-    decode_threads = property(lambda self: self.loader.decode_threads)
-    verbose = property(lambda self: self.loader.verbose)
-    skipped = property(lambda self: self.loader.skipped,
-                       doc="Every file skipped so far (missing rows, undecodable files).")
+    # what users read, kept on the generator (the loader holds them)
+    @property
+    def file_paths(self) -> list[str]:
+        """One image path per sample, in sample order."""
+        return self.loader.file_paths
+
+    @property
+    def mask_paths(self) -> list[str] | None:
+        """One mask path per sample (label_mode="mask"), or None."""
+        return self.loader.mask_paths
+
+    @property
+    def image_size(self) -> tuple[int, int]:
+        return self.loader.image_size
+
+    @property
+    def color_mode(self) -> ColorMode:
+        return self.loader.color_mode
+
+    @property
+    def interpolation(self) -> Interpolation:
+        return self.loader.interpolation
+
+    @property
+    def on_error(self) -> OnError:
+        return self.loader.on_error
+
+    @property
+    def max_pixels(self) -> int | None:
+        return self.loader.max_pixels
+
+    @property
+    def decode_threads(self) -> int | None:
+        return self.loader.decode_threads
+
+    @property
+    def verbose(self) -> int:
+        return self.loader.verbose
+
+    @property
+    def skipped(self) -> list[str]:
+        """Every file skipped so far (missing rows, undecodable files)."""
+        return self.loader.skipped
 
     def _check_image_options(self):
         if self.on_error == "skip" and self.labels is None and self.label_mode not in (
@@ -240,13 +288,15 @@ class _ImageFileGenerator(Generator):
                  and self.class_names else "the dataset")
         return seeding.rng(self.seed, seeding.SKIP, index).permutation(candidates), group
 
-    def describe_sample(self, index):
+    def describe_sample(self, index: int) -> str:
         return self.file_paths[index]
 
-    def load_sample(self, index):
+    def load_sample(self, index: int) -> np.ndarray:
         return self.loader.load(index)
 
-    def load_batch(self, indices, positions, partners=None, lams=None):
+    def load_batch(self, indices: np.ndarray, positions: np.ndarray,
+                   partners: np.ndarray | None = None, lams: np.ndarray | None = None,
+                   ) -> tuple[BatchArrays, np.ndarray | None]:
         if partners is None:
             if self.augment is not None:
                 return self._load_augmented(indices, positions)
@@ -307,7 +357,7 @@ class _ImageFileGenerator(Generator):
         return out, masks
 
     @property
-    def sampler_features(self):
+    def sampler_features(self) -> Any:
         """`features=` when given, else 8x8 RGB thumbnails, made once per needed sample."""
         if self._features is not None:
             return self._features
@@ -315,7 +365,7 @@ class _ImageFileGenerator(Generator):
             self._thumbnails = _Thumbnails(self.loader)
         return self._thumbnails
 
-    def validate(self):
+    def validate(self) -> list[str]:
         """Decodes every file once (in parallel, with progress); returns the bad paths."""
         return self.loader.validate()
 
@@ -386,12 +436,19 @@ class ImageFolderGenerator(_ImageFileGenerator):
         **common: see `kg.Generator`.
     """
 
-    def __init__(self, directory, *, labels="inferred", label_mode="int", class_names=None,
-                 color_mode="rgb", image_size=(256, 256), validation_split=None,
-                 subset=None, interpolation="bilinear", follow_links=False,
-                 crop_to_aspect_ratio=False, pad_to_aspect_ratio=False, rescale=None,
-                 cache="auto", on_error="raise", decode_threads=None, verbose=1,
-                 mask_dir=None, seed=None, max_pixels=images.MAX_PIXELS, **common):
+    def __init__(self, directory: StrPath, *,
+                 labels: FolderLabels = "inferred",
+                 label_mode: Literal["int", "categorical", "binary", "raw", "mask"]
+                 | None = "int",
+                 class_names: Sequence[str] | None = None, color_mode: ColorMode = "rgb",
+                 image_size: ImageSize = (256, 256), validation_split: float | None = None,
+                 subset: Subset | None = None,
+                 interpolation: Interpolation = "bilinear", follow_links: bool = False,
+                 crop_to_aspect_ratio: bool = False, pad_to_aspect_ratio: bool = False,
+                 rescale: float | None = None, cache: Cache = "auto",
+                 on_error: OnError = "raise", decode_threads: int | None = None,
+                 verbose: int = 1, mask_dir: StrPath | None = None, seed: int | None = None,
+                 max_pixels: int | None = images.MAX_PIXELS, **common: Any) -> None:
         _check_common(self, common)  # before listing a folder that may not exist
         if subset == "both":
             raise ValueError(
@@ -453,7 +510,8 @@ class ImageFolderGenerator(_ImageFileGenerator):
             self._stats.add("list", listing_s)
 
     @classmethod
-    def split(cls, directory, *, validation_split, seed, **kwargs):
+    def split(cls: type[_Folder], directory: StrPath, *, validation_split: float, seed: int,
+              **kwargs: Any) -> tuple[_Folder, _Folder]:
         """The (training, validation) pair of one seeded, stratified split, as Keras's
         `subset="both"` returns it. Both take `kwargs`, except that the validation
         generator keeps the folder order (shuffle=False) and gets none of the
@@ -578,13 +636,20 @@ class CSVGenerator(_ImageFileGenerator):
         **common: see `kg.Generator`.
     """
 
-    def __init__(self, csv, *, x_col="filename", y_col="label", directory=None,
-                 image_size=(256, 256), color_mode="rgb", class_names=None,
-                 label_mode="int", label_delimiter="|", on_missing="raise",
-                 allow_outside=False, interpolation="bilinear", rescale=None, cache="auto",
-                 on_error="raise", decode_threads=None, verbose=1, mask_col=None,
-                 validation_split=None, subset=None, seed=None, encoding="utf-8",
-                 num_classes=None, max_pixels=images.MAX_PIXELS, **common):
+    def __init__(self, csv: StrPath | pd.DataFrame, *, x_col: str = "filename",
+                 y_col: str | Sequence[str] = "label", directory: StrPath | None = None,
+                 image_size: ImageSize = (256, 256), color_mode: ColorMode = "rgb",
+                 class_names: Sequence[str] | None = None,
+                 label_mode: LabelMode | None = "int", label_delimiter: str | None = "|",
+                 on_missing: Literal["raise", "skip"] = "raise", allow_outside: bool = False,
+                 interpolation: Interpolation = "bilinear", rescale: float | None = None,
+                 cache: Cache = "auto", on_error: OnError = "raise",
+                 decode_threads: int | None = None, verbose: int = 1,
+                 mask_col: str | None = None, validation_split: float | None = None,
+                 subset: Subset | None = None,
+                 seed: int | None = None, encoding: str = "utf-8",
+                 num_classes: int | None = None, max_pixels: int | None = images.MAX_PIXELS,
+                 **common: Any) -> None:
         if (mask_col is None) != (label_mode != "mask"):
             raise ValueError("`mask_col` and label_mode='mask' go together. Received: "
                              f"mask_col={mask_col!r}, label_mode={label_mode!r}.")
@@ -659,7 +724,7 @@ class CSVGenerator(_ImageFileGenerator):
         if self._stats is not None:
             self._stats.add("list", listing_s)
 
-    def describe_sample(self, index):
+    def describe_sample(self, index: int) -> str:
         return f"{self.file_paths[index]} ({self.table.describe(index)})"
 
 

@@ -16,12 +16,18 @@ numba is optional (pip install "kerasgen3[gpu]"); with the numba-cuda package in
 `numba.cuda` is that package.
 """
 
+from __future__ import annotations
+
 import gc
 import multiprocessing
 import pickle
 import signal
 import traceback
 import warnings
+from collections.abc import Callable
+from typing import Any, TypeVar, overload
+
+_T = TypeVar("_T")
 
 PIP_NUMBA = 'pip install "kerasgen3[gpu]" (or pip install numba-cuda)'
 
@@ -67,7 +73,7 @@ def _clear_keras():
     gc.collect()
 
 
-def release_gpu_memory(device=None):
+def release_gpu_memory(device: int | None = None) -> bool:
     """Frees this process's GPU memory by closing its CUDA context(s). Returns True when
     a context was closed; False, with one warning, when numba or a CUDA device is missing.
 
@@ -94,7 +100,16 @@ def release_gpu_memory(device=None):
     return True
 
 
-def memory_info(device=None):
+@overload
+def memory_info(device: None = None) -> dict[int, dict[str, int]] | None: ...
+
+
+@overload
+def memory_info(device: int) -> dict[str, int] | None: ...
+
+
+def memory_info(device: int | None = None,
+                ) -> dict[int, dict[str, int]] | dict[str, int] | None:
     """{device id: {"free": bytes, "total": bytes}} (one device's dict when `device` is
     given), or None without numba or a CUDA device. Queries through numba, which uses
     the device's primary context (the one TensorFlow uses too)."""
@@ -113,7 +128,7 @@ def memory_info(device=None):
     return info[device] if device is not None else info
 
 
-def enable_memory_growth():
+def enable_memory_growth() -> int:
     """TensorFlow backend: allocate GPU memory as needed instead of (nearly) all of it at
     start. Returns the number of GPUs set. Must run before TensorFlow first uses a GPU;
     afterwards it raises RuntimeError saying so."""
@@ -148,12 +163,12 @@ try:  # ReleaseGPUMemory is a Keras callback; the module also imports without Ke
         `released` holds its return value.
         """
 
-        def __init__(self, device=None):
+        def __init__(self, device: int | None = None) -> None:
             super().__init__()
             self.device = device
-            self.released = None
+            self.released: bool | None = None
 
-        def on_train_end(self, logs=None):
+        def on_train_end(self, logs: dict[str, Any] | None = None) -> None:
             self.released = release_gpu_memory(self.device)
 except ImportError:  # pragma: no cover
     pass
@@ -197,7 +212,7 @@ def _child(conn, payload):
         conn.close()
 
 
-def run_isolated(fn, *args, **kwargs):
+def run_isolated(fn: Callable[..., _T], *args: Any, **kwargs: Any) -> _T:
     """Runs `fn(*args, **kwargs)` in a child process (spawn start method) and returns its
     result, which must be picklable (history.history, a saved model's path...).
 

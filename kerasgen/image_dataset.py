@@ -7,34 +7,88 @@ generators are `keras.utils.PyDataset`s with Keras's `class_names` and `file_pat
 docs/migrating.md.
 """
 
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Literal, overload
+
 import numpy as np
 
 from kerasgen import _checks
+from kerasgen._typing import (ColorMode, FolderLabels, ImageSize, Interpolation, StrPath,
+                              Subset)
 from kerasgen.generators import ImageFolderGenerator
 
 LABEL_MODES = ("int", "categorical", "binary", None)
 
 
+@overload
 def image_dataset_from_directory(
-    directory,
-    labels="inferred",
-    label_mode="int",
-    class_names=None,
-    color_mode="rgb",
-    batch_size=32,
-    image_size=(256, 256),
-    shuffle=True,
-    seed=None,
-    validation_split=None,
-    subset=None,
-    interpolation="bilinear",
-    follow_links=False,
-    crop_to_aspect_ratio=False,
-    pad_to_aspect_ratio=False,
-    data_format=None,
-    format="tf",
-    verbose=True,
-):
+    directory: StrPath,
+    labels: FolderLabels = ...,
+    label_mode: Literal["int", "categorical", "binary"] | None = ...,
+    class_names: Sequence[str] | None = ...,
+    color_mode: ColorMode = ...,
+    batch_size: int = ...,
+    image_size: ImageSize = ...,
+    shuffle: bool = ...,
+    seed: int | None = ...,
+    validation_split: float | None = ...,
+    subset: Subset | None = ...,
+    interpolation: Interpolation = ...,
+    follow_links: bool = ...,
+    crop_to_aspect_ratio: bool = ...,
+    pad_to_aspect_ratio: bool = ...,
+    data_format: Literal["channels_first", "channels_last"] | None = ...,
+    format: Literal["tf", "grain"] = ...,
+    verbose: bool = ...,
+) -> ImageFolderGenerator: ...
+
+
+@overload
+def image_dataset_from_directory(
+    directory: StrPath,
+    labels: FolderLabels = ...,
+    label_mode: Literal["int", "categorical", "binary"] | None = ...,
+    class_names: Sequence[str] | None = ...,
+    color_mode: ColorMode = ...,
+    batch_size: int = ...,
+    image_size: ImageSize = ...,
+    shuffle: bool = ...,
+    seed: int | None = ...,
+    validation_split: float | None = ...,
+    *,
+    subset: Literal["both"],
+    interpolation: Interpolation = ...,
+    follow_links: bool = ...,
+    crop_to_aspect_ratio: bool = ...,
+    pad_to_aspect_ratio: bool = ...,
+    data_format: Literal["channels_first", "channels_last"] | None = ...,
+    format: Literal["tf", "grain"] = ...,
+    verbose: bool = ...,
+) -> tuple[ImageFolderGenerator, ImageFolderGenerator]: ...
+
+
+def image_dataset_from_directory(
+    directory: StrPath,
+    labels: FolderLabels = "inferred",
+    label_mode: Literal["int", "categorical", "binary"] | None = "int",
+    class_names: Sequence[str] | None = None,
+    color_mode: ColorMode = "rgb",
+    batch_size: int = 32,
+    image_size: ImageSize = (256, 256),
+    shuffle: bool = True,
+    seed: int | None = None,
+    validation_split: float | None = None,
+    subset: Subset | Literal["both"] | None = None,
+    interpolation: Interpolation = "bilinear",
+    follow_links: bool = False,
+    crop_to_aspect_ratio: bool = False,
+    pad_to_aspect_ratio: bool = False,
+    data_format: Literal["channels_first", "channels_last"] | None = None,
+    format: Literal["tf", "grain"] = "tf",
+    verbose: bool = True,
+) -> ImageFolderGenerator | tuple[ImageFolderGenerator, ImageFolderGenerator]:
     """Keras's `keras.utils.image_dataset_from_directory`, returning kerasgen generators.
 
     Same arguments, defaults and meaning as Keras's (see its documentation); the result
@@ -128,6 +182,7 @@ def _data_format(data_format):
     return value
 
 
-def channels_first(x, y, rng):
+def channels_first(x: np.ndarray, y: np.ndarray | None,
+                   rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray | None]:
     """A batch_augment step: (n, h, w, c) images -> (n, c, h, w)."""
     return np.ascontiguousarray(np.moveaxis(x, -1, 1)), y

@@ -1,9 +1,13 @@
 """Look at a data set before training: class counts, imbalance, image sizes, bad files."""
 
+from __future__ import annotations
+
 import collections
 import os
 import warnings
+from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 import numpy as np
 
@@ -12,6 +16,7 @@ from kerasgen import _images as images
 from kerasgen import _labels as labels_mod
 from kerasgen import _sources as sources
 from kerasgen._progress import progress
+from kerasgen._typing import LabelMode, StrPath
 
 
 def _probe(path, max_pixels):
@@ -70,9 +75,11 @@ def _files_and_labels(source, x_col, y_col, directory, label_mode, label_delimit
     return paths, [str(v) for v in cells], found
 
 
-def inspect(source, x_col="filename", y_col="label", directory=None, verbose=1,
-            threads=None, label_mode="int", label_delimiter="|", encoding="utf-8",
-            max_pixels=images.MAX_PIXELS):
+def inspect(source: StrPath, x_col: str = "filename", y_col: str | None = "label",
+            directory: StrPath | None = None, verbose: int = 1, threads: int | None = None,
+            label_mode: LabelMode | None = "int", label_delimiter: str | None = "|",
+            encoding: str = "utf-8", max_pixels: int | None = images.MAX_PIXELS,
+            ) -> dict[str, Any]:
     """Summarises an image folder (one subfolder per class) or a CSV list.
 
     Returns a dict: number of files, class counts, imbalance ratio (largest / smallest
@@ -129,7 +136,7 @@ def inspect(source, x_col="filename", y_col="label", directory=None, verbose=1,
     return report
 
 
-def format_report(report):
+def format_report(report: Mapping[str, Any]) -> str:
     """The report as a plain-text table."""
     lines = [f"{report['source']}: {report['files']} files"]
     if report["classes"]:

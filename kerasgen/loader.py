@@ -8,12 +8,18 @@ knows nothing of labels, epochs or batches' order: the generator hands it sample
 and a place to write them.
 """
 
+from __future__ import annotations
+
 import os
 import threading
 import warnings
+from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import AbstractContextManager
+from typing import TYPE_CHECKING, Literal, TypeVar
 
 import numpy as np
+import numpy.typing as npt
 
 from kerasgen import _checks
 from kerasgen import _batching as batching
@@ -21,6 +27,12 @@ from kerasgen import _images as images
 from kerasgen import _cache as cache_mod
 from kerasgen import _stats as stats_mod
 from kerasgen._progress import progress
+from kerasgen._typing import Cache, ColorMode, ImageSize, Interpolation, OnError, StrPath
+
+if TYPE_CHECKING:
+    from kerasgen.base import Generator
+
+_T = TypeVar("_T")
 
 
 class ImageLoader:
@@ -48,10 +60,15 @@ class ImageLoader:
             a TFRecord file, say); None reads `file_paths[index]`.
     """
 
-    def __init__(self, file_paths, image_size, color_mode, interpolation, *, cache=None,
-                 on_error="raise", decode_threads=None, mask_paths=None, verbose=1,
-                 skipped=(), read=None, aspect=None, max_pixels=images.MAX_PIXELS,
-                 root=None):
+    def __init__(self, file_paths: Iterable[str], image_size: ImageSize,
+                 color_mode: ColorMode, interpolation: Interpolation, *, cache: Cache = None,
+                 on_error: OnError = "raise", decode_threads: int | None = None,
+                 mask_paths: Iterable[str] | None = None, verbose: int = 1,
+                 skipped: Iterable[str] = (),
+                 read: Callable[[int], bytes | np.ndarray] | None = None,
+                 aspect: Literal["crop", "pad"] | None = None,
+                 max_pixels: int | None = images.MAX_PIXELS, root: StrPath | None = None,
+                 ) -> None:
         self.file_paths = list(file_paths)
         self.mask_paths = None if mask_paths is None else list(mask_paths)
         self.image_size = _checks.image_size(image_size)
@@ -77,7 +94,8 @@ class ImageLoader:
         self.cache_spec = cache
         self.cache = self._make_cache(cache)
 
-    def wire(self, gen, stand_ins=None):
+    def wire(self, gen: Generator,
+             stand_ins: Callable[[int], tuple[np.ndarray, str]] | None = None) -> None:
         """Learns what it needs of the generator it serves, once that is built: its stats,
         its batch-array pool, how many worker processes share the cores (a memory cache
         is then in shared memory, filled and read by all of them), and the stand-ins of
@@ -92,7 +110,8 @@ class ImageLoader:
                 self.cache.num_samples, self.cache.sample_shape, self.cache.capacity)
 
     @property
-    def sample_shape(self):
+    def sample_shape(self) -> tuple[int, int, int]:
+        """(height, width, channels) of one loaded sample."""
         return self.image_size + (images.COLOR_MODES[self.color_mode],)
 
     def _make_cache(self, cache):
@@ -111,7 +130,7 @@ class ImageLoader:
         _checks.fail("cache", "'auto', None, 'memory' or a file path", cache, TypeError)
 
     # ----------------------------------------------------------------- one sample
-    def load_into(self, index, out):
+    def load_into(self, index: int, out: np.ndarray) -> int:
         """Loads sample `index` into `out`; returns the index whose image it holds
         (another sample's when the file was skipped)."""
         if self.cache is not None:
@@ -130,7 +149,8 @@ class ImageLoader:
             self.cache.put(index, out)
         return index
 
-    def load_with_mask(self, index, out, mask_out=None):
+    def load_with_mask(self, index: int, out: np.ndarray, mask_out: np.ndarray | None = None,
+                       ) -> tuple[int, np.ndarray | None]:
         """`load_into`, and the mask of the image it loaded (into `mask_out`, or a new
         array; None without masks): (index loaded, mask). A mask that cannot be read is
         a bad sample, as a bad image: an error, or with on_error="skip" a stand-in whose
@@ -160,13 +180,13 @@ class ImageLoader:
         images.resize(self._decoded(index, self.image_size), self.image_size,
                       self.color_mode, self.interpolation, out, self.aspect)
 
-    def load(self, index):
+    def load(self, index: int) -> np.ndarray:
         """Sample `index` as a new array."""
         out = np.empty(self.sample_shape, dtype=np.uint8)
         self.load_into(int(index), out)
         return out
 
-    def load_mask(self, index, out=None):
+    def load_mask(self, index: int, out: np.ndarray | None = None) -> np.ndarray:
         """The segmentation mask of sample `index` (of the image actually loaded)."""
         return images.load_mask(self.mask_paths[index], self.image_size, out=out,
                                 aspect=self.aspect, max_pixels=self.max_pixels,
@@ -200,7 +220,8 @@ class ImageLoader:
                           "`gen.validate()` finds them all up front.", stacklevel=2)
 
     # ----------------------------------------------------------------- batches
-    def decode(self, indices, dtype, rescale=None):
+    def decode(self, indices: np.ndarray, dtype: npt.DTypeLike, rescale: float | None = None,
+               ) -> tuple[np.ndarray, np.ndarray | None]:
         """Decodes `indices` (and their masks) on the pool into a new batch of `dtype`
         (each thread converts its share); returns (batch, masks or None)."""
         shape = (len(indices),) + self.sample_shape
@@ -218,11 +239,12 @@ class ImageLoader:
         if pixels is not out:
             batching.convert_into(out, pixels, rescale)
 
-    def stage(self, name):
+    def stage(self, name: str) -> AbstractContextManager[object]:
+        """A context that adds its time to stage `name` of the generator's stats."""
         return stats_mod.stage(self.stats, name)
 
     # ----------------------------------------------------------------- the pool
-    def in_threads(self, n, work):
+    def in_threads(self, n: int, work: Callable[[int, int], _T]) -> list[_T]:
         """Runs work(a, b) over contiguous chunks of range(n) on the pool (in this thread
         when the pool has one thread); returns the results in chunk order."""
         threads = min(self._width or self.threads(), n)
@@ -232,7 +254,7 @@ class ImageLoader:
         futures = [self.pool().submit(work, a, b) for a, b in zip(bounds[:-1], bounds[1:])]
         return [future.result() for future in futures]
 
-    def pace(self, waited):
+    def pace(self, waited: bool) -> None:
         """Sizes decoding to what training leaves free, from the work-ahead's news of
         each batch: while the caller finds its batches ready (8 in a row), one decode
         thread fewer is used per batch, down to one, leaving the cores to the model;
@@ -247,14 +269,14 @@ class ImageLoader:
             self._ahead_streak = 0
             self._width = max(1, (self._width or self.threads()) - 1)
 
-    def threads(self):
+    def threads(self) -> int:
         """Decode threads of this process's pool: `decode_threads`, else the cores this
         process may use, split between worker processes."""
         if self.decode_threads is not None:
             return self.decode_threads
         return max(1, usable_cores() // self.processes)
 
-    def pool(self):
+    def pool(self) -> ThreadPoolExecutor:
         """This process's pool; a forked worker process makes its own (a pool inherited
         through fork has no threads and would never run a task)."""
         executor = self._executor
@@ -268,7 +290,7 @@ class ImageLoader:
         return executor[1]
 
     # ----------------------------------------------------------------- checks
-    def validate(self):
+    def validate(self) -> list[str]:
         """Decodes every file (and mask) once, in parallel, with progress; returns the
         bad paths: files that cannot be read or decoded, or are larger than
         `max_pixels` (a bad mask is listed by its own path)."""
@@ -288,7 +310,8 @@ class ImageLoader:
         return [p for p in progress(results, "Validating images", len(self.file_paths),
                                     self.verbose) if p is not None]
 
-    def thumbnails(self, indices, table, size=(8, 8)):
+    def thumbnails(self, indices: npt.ArrayLike, table: dict[int, np.ndarray],
+                   size: tuple[int, int] = (8, 8)) -> None:
         """Decodes the samples of `indices` missing from `table` as small float32 RGB
         thumbnails (in parallel, with progress for slow cases) and adds them."""
         todo = [int(i) for i in np.unique(indices) if int(i) not in table]
@@ -310,7 +333,7 @@ class ImageLoader:
         self._lock = threading.Lock()
 
 
-def usable_cores():
+def usable_cores() -> int:
     """Cores this process may run on (its CPU affinity where the OS tells)."""
     if hasattr(os, "sched_getaffinity"):
         return max(1, len(os.sched_getaffinity(0)))

@@ -1,8 +1,16 @@
 """Standalone rebalancing of arrays, and class weights for `fit(class_weight=...)`."""
 
+from __future__ import annotations
+
+from typing import Any, Literal, overload
+
 import numpy as np
+import numpy.typing as npt
 
 from kerasgen import _checks, samplers
+from kerasgen._typing import SamplingStrategy
+
+Method = Literal["smote", "oversample", "undersample"]
 
 METHODS = {
     "smote": samplers.SMOTE,
@@ -11,7 +19,20 @@ METHODS = {
 }
 
 
-def rebalance(x, y, method="smote", sampling_strategy="auto", k_neighbors=5, seed=0):
+@overload
+def rebalance(x: np.ndarray, y: np.ndarray, method: Method = ...,
+              sampling_strategy: SamplingStrategy = ..., k_neighbors: int = ...,
+              seed: int | None = ...) -> tuple[np.ndarray, np.ndarray]: ...
+
+
+@overload
+def rebalance(x: Any, y: Any, method: Method = ..., sampling_strategy: SamplingStrategy = ...,
+              k_neighbors: int = ..., seed: int | None = ...) -> tuple[Any, Any]: ...
+
+
+def rebalance(x: Any, y: Any, method: Method = "smote",
+              sampling_strategy: SamplingStrategy = "auto", k_neighbors: int = 5,
+              seed: int | None = 0) -> tuple[Any, Any]:
     """Returns (x_res, y_res): arrays resampled by `method`.
 
     method: "smote" (synthetic samples on segments between same-class neighbours),
@@ -21,6 +42,7 @@ def rebalance(x, y, method="smote", sampling_strategy="auto", k_neighbors=5, see
     back in the form, shape and dtype given (one-hot in, one-hot out), as does x_res.
     sampling_strategy as in imbalanced-learn, with its exact counts and errors (see
     docs/imbalance.md); dict keys are values of y. The result is shuffled from `seed`.
+    Arrays in, arrays out; a list, a pandas Series or DataFrame comes back as one.
     """
     _checks.one_of("method", method, tuple(METHODS))
     if method == "smote":
@@ -30,7 +52,7 @@ def rebalance(x, y, method="smote", sampling_strategy="auto", k_neighbors=5, see
     return sampler.fit_resample(x, y)
 
 
-def class_weights(y):
+def class_weights(y: npt.ArrayLike) -> dict[int, float]:
     """{class id: weight} with scikit-learn's "balanced" formula,
     n_samples / (n_classes * count), for the classes present in `y`.
 

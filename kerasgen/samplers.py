@@ -14,6 +14,8 @@ float (two classes), a dict {class: count} or a callable y -> dict; inside a gen
 dict classes by id or by name.
 """
 
+from __future__ import annotations
+
 import inspect
 import math
 import numbers
@@ -22,13 +24,16 @@ import threading
 import typing
 import warnings
 import zlib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal, overload
 
 import numpy as np
+import numpy.typing as npt
 
 from kerasgen import _checks, _resample_arrays
 from kerasgen import _batching as batching
 from kerasgen import _seeding as seeding
+from kerasgen._typing import SamplingStrategy
 
 OVER_STRATEGIES = ("auto", "minority", "not minority", "not majority", "all")
 UNDER_STRATEGIES = ("auto", "majority", "not minority", "not majority", "all")
@@ -63,7 +68,8 @@ class Sampler(typing.Protocol):
     a `__repr__` that shows its parameters.
     """
 
-    def plan(self, labels, seed, epoch, **context):
+    def plan(self, labels: npt.ArrayLike | None, seed: int, epoch: int,
+             **context: Any) -> np.ndarray | Plan:
         """The samples of `epoch`, in batch order: an index array or a `Plan`."""
         ...  # pragma: no cover
 
@@ -74,7 +80,9 @@ class Plan:
     `NeighborCache` that resolves (i, slot) to the neighbor j. (`neighbours`, the old
     spelling, still works with a DeprecationWarning.)"""
 
-    def __init__(self, indices, slots=None, lams=None, neighbors=None, *, neighbours=None):
+    def __init__(self, indices: npt.ArrayLike, slots: np.ndarray | None = None,
+                 lams: np.ndarray | None = None, neighbors: NeighborCache | None = None, *,
+                 neighbours: NeighborCache | None = None) -> None:
         if neighbours is not None:
             warnings.warn("Plan(neighbours=...) is deprecated: use neighbors= "
                           "(imbalanced-learn's spelling, as in k_neighbors).",
@@ -89,16 +97,17 @@ class Plan:
         self._synthetic_positions = None
 
     @property
-    def neighbours(self):
+    def neighbours(self) -> NeighborCache | None:
         """Deprecated: `neighbors`."""
         warnings.warn("Plan.neighbours is deprecated: use Plan.neighbors.",
                       DeprecationWarning, stacklevel=2)
         return self.neighbors
 
-    def __len__(self):
+    def __len__(self) -> int:
         return len(self.indices)
 
-    def batch(self, start, stop):
+    def batch(self, start: int, stop: int,
+              ) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None]:
         """(indices, partners or None, lams or None) of positions [start, stop)."""
         indices = self.indices[start:stop]
         if self.slots is None:
@@ -114,7 +123,7 @@ class Plan:
         partners[synthetic] = self.neighbors.resolve(bases, slots[synthetic])
         return indices, partners, self.lams[start:stop]
 
-    def prepare_all(self):
+    def prepare_all(self) -> None:
         """Finds the neighbors of every synthetic entry now (before worker processes
         fork, so they inherit them instead of each searching anew)."""
         if self.slots is not None:
@@ -131,13 +140,14 @@ class Plan:
         return self.indices[self._synthetic_positions[first:first + size]]
 
 
-def class_counts(labels):
+def class_counts(labels: npt.ArrayLike) -> dict[int, int]:
     """{class id: count} for the classes present, ascending ids."""
     ids, counts = np.unique(np.asarray(labels), return_counts=True)
     return {int(c): int(n) for c, n in zip(ids, counts)}
 
 
-def check_strategy(sampling_strategy, kind):
+def check_strategy(sampling_strategy: SamplingStrategy,
+                   kind: Literal["over", "under"]) -> SamplingStrategy:
     """imbalanced-learn's check of the `sampling_strategy` parameter, done in `__init__`.
 
     kind is "over" or "under". A ValueError for every wrong value or type, as
@@ -185,8 +195,10 @@ def _class_id(key, class_names, classes):
                      f"{'of y' if classes is not None else 'id or name'}.")
 
 
-def target_counts(labels, sampling_strategy, kind, class_names=None, *, classes=None,
-                  y=None):
+def target_counts(labels: npt.ArrayLike, sampling_strategy: SamplingStrategy,
+                  kind: Literal["over", "under"], class_names: Sequence[str] | None = None,
+                  *, classes: Sequence[Any] | None = None,
+                  y: Any = None) -> dict[int, int]:
     """{class id: count after sampling}, exactly imbalanced-learn's counts.
 
     kind is "over" or "under"; `labels` hold class ids. Classes that are not resampled keep
@@ -302,11 +314,12 @@ class Shuffle:
     """The order of a generator built with shuffle=True (and no sampler): every sample
     once, in a new random order each epoch, drawn from (seed, epoch) alone."""
 
-    def plan(self, labels, seed, epoch, num_samples=None, **context):
+    def plan(self, labels: npt.ArrayLike | None, seed: int, epoch: int,
+             num_samples: int | None = None, **context: Any) -> Plan:
         size = len(labels) if num_samples is None else num_samples
         return Plan(seeding.rng(seed, seeding.ORDER, epoch).permutation(size))
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return "Shuffle()"
 
 
@@ -314,10 +327,11 @@ class Sequential:
     """The order of a generator built with shuffle=False (and no sampler): every sample
     once, in the source's order, every epoch."""
 
-    def plan(self, labels, seed, epoch, num_samples=None, **context):
+    def plan(self, labels: npt.ArrayLike | None, seed: int, epoch: int,
+             num_samples: int | None = None, **context: Any) -> Plan:
         return Plan(np.arange(len(labels) if num_samples is None else num_samples))
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return "Sequential()"
 
 
@@ -325,16 +339,17 @@ class _SamplerBase:
     """Shared parts of kerasgen's imbalance samplers: parameters stored as given, repr,
     and `fit_resample`. A sampler of your own needs none of it: see `Sampler`."""
 
-    kind = None
+    kind: Literal["over", "under"] | None = None
 
-    def __init__(self, sampling_strategy="auto", seed=None):
+    def __init__(self, sampling_strategy: SamplingStrategy = "auto",
+                 seed: int | None = None) -> None:
         if self.kind is not None:
             check_strategy(sampling_strategy, self.kind)
         self.sampling_strategy = sampling_strategy
         self._given_seed = seed  # None: drawn (check_seed tells the two apart)
         self.seed = seeding.resolve_seed(seed)
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         params = ", ".join(f"{k}={v!r}" for k, v in self._params().items())
         return f"{type(self).__name__}({params})"
 
@@ -348,10 +363,18 @@ class _SamplerBase:
                              "'mask' or no labels).")
         return np.asarray(labels)
 
-    def plan(self, labels, seed, epoch, **context):
+    def plan(self, labels: npt.ArrayLike | None, seed: int, epoch: int,
+             **context: Any) -> np.ndarray | Plan:
+        """The samples of `epoch`, in batch order (see `Sampler`)."""
         raise NotImplementedError
 
-    def fit_resample(self, x, y):
+    @overload
+    def fit_resample(self, x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]: ...
+
+    @overload
+    def fit_resample(self, x: Any, y: Any) -> tuple[Any, Any]: ...
+
+    def fit_resample(self, x: Any, y: Any) -> tuple[Any, Any]:
         """Resamples arrays (x of any rank) like imbalanced-learn; returns (x_res, y_res).
 
         `y` as imbalanced-learn takes it: 1-D class labels of any type (ints, strings, ...)
@@ -403,7 +426,8 @@ def _targets(sampler, labels, context):
                          y=context.get("y"))
 
 
-def realise(plan, x, y):
+def realise(plan: np.ndarray | Plan, x: np.ndarray,
+            y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Materialises a plan over arrays: originals taken, synthetic samples blended."""
     if not isinstance(plan, Plan):
         plan = Plan(plan)
@@ -418,7 +442,8 @@ def realise(plan, x, y):
 class _RandomSampler(_SamplerBase):
     """Draws each class's share of the plan from (seed, epoch); shuffles the plan."""
 
-    def plan(self, labels, seed, epoch, **context):
+    def plan(self, labels: npt.ArrayLike | None, seed: int, epoch: int,
+             **context: Any) -> np.ndarray:
         labels = self._labels(labels)
         targets = _targets(self, labels, context)
         rng = seeding.rng(seed, seeding.SAMPLER, epoch)
@@ -464,7 +489,8 @@ class BalancedBatchSampler(_SamplerBase):
     `class_counts_`; as it neither over- nor under-samples by imbalanced-learn's rules, it
     sets no `sampling_strategy_`."""
 
-    def __init__(self, num_batches=None, seed=None, *, n_batches=None):
+    def __init__(self, num_batches: int | None = None, seed: int | None = None, *,
+                 n_batches: int | None = None) -> None:
         if n_batches is not None:
             if num_batches is not None:
                 raise TypeError("BalancedBatchSampler got `num_batches` and its deprecated "
@@ -477,14 +503,14 @@ class BalancedBatchSampler(_SamplerBase):
                             else _checks.positive_int("num_batches", num_batches))
 
     @property
-    def n_batches(self):
+    def n_batches(self) -> int | None:
         """Deprecated: `num_batches`."""
         warnings.warn("BalancedBatchSampler.n_batches is deprecated: use num_batches.",
                       DeprecationWarning, stacklevel=2)
         return self.num_batches
 
     @property
-    def sampling_strategy_(self):
+    def sampling_strategy_(self) -> dict[Any, int]:
         """Deprecated: the class counts after `fit_resample` are `class_counts_`."""
         warnings.warn("BalancedBatchSampler.sampling_strategy_ is deprecated: the class "
                       "counts after fit_resample are `class_counts_`.", DeprecationWarning,
@@ -498,7 +524,8 @@ class BalancedBatchSampler(_SamplerBase):
     def _params(self):
         return {"num_batches": self.num_batches, "seed": self.seed}
 
-    def plan(self, labels, seed, epoch, batch_size=32, **context):
+    def plan(self, labels: npt.ArrayLike | None, seed: int, epoch: int, batch_size: int = 32,
+             **context: Any) -> np.ndarray:
         labels = self._labels(labels)
         counts = class_counts(labels)
         classes = list(counts)
@@ -545,14 +572,16 @@ class SMOTE(_SamplerBase):
 
     kind = "over"
 
-    def __init__(self, k_neighbors=5, sampling_strategy="auto", seed=None):
+    def __init__(self, k_neighbors: int = 5, sampling_strategy: SamplingStrategy = "auto",
+                 seed: int | None = None) -> None:
         super().__init__(sampling_strategy, seed)
         self.k_neighbors = _checks.positive_int("k_neighbors", k_neighbors)
 
     def _params(self):
         return {"k_neighbors": self.k_neighbors, **super()._params()}
 
-    def plan(self, labels, seed, epoch, features=None, **context):
+    def plan(self, labels: npt.ArrayLike | None, seed: int, epoch: int, features: Any = None,
+             **context: Any) -> Plan:
         labels = self._labels(labels)
         targets = _targets(self, labels, context)
         if features is None:
@@ -616,7 +645,8 @@ class NeighborCache:
     run for blocks of consecutive bases as the epoch reaches them.
     """
 
-    def __init__(self, features, labels, classes, k_neighbors):
+    def __init__(self, features: Any, labels: np.ndarray, classes: Sequence[int],
+                 k_neighbors: int) -> None:
         self.features = features
         self.labels = labels
         self.k = {}
@@ -643,7 +673,8 @@ class NeighborCache:
         self.table = np.full((len(grown), max(self.k.values(), default=1)), -1, np.int32)
         self._known = 0
 
-    def k_for(self, c):
+    def k_for(self, c: int) -> int:
+        """The neighbors searched for class `c` (k_neighbors, less for a small class)."""
         return self.k[c]
 
     def _model(self, c):
@@ -669,20 +700,22 @@ class NeighborCache:
         self.__dict__.update(state)
         self._lock = threading.Lock()
 
-    def num_known(self):
+    def num_known(self) -> int:
+        """How many samples' neighbors are known so far."""
         return self._known
 
-    def known(self, bases):
+    def known(self, bases: np.ndarray) -> bool:
+        """Whether the neighbors of every one of `bases` are known."""
         return bool((self.table[self.row[bases], 0] >= 0).all())
 
-    def prepare(self, bases):
+    def prepare(self, bases: np.ndarray) -> None:
         """Computes the neighbors of those `bases` not known yet."""
         with self._lock:
             missing = np.unique(bases[self.table[self.row[bases], 0] < 0])
             if len(missing):
                 self._compute(missing)
 
-    def resolve(self, bases, slots):
+    def resolve(self, bases: np.ndarray, slots: np.ndarray) -> np.ndarray:
         """j for each (base, slot): the slot-th nearest same-class neighbor of base."""
         if not self.known(bases):
             self.prepare(bases)
@@ -699,7 +732,7 @@ class NeighborCache:
             self._known += len(group)
 
 
-def as_sampler(sampler):
+def as_sampler(sampler: Any) -> Sampler | None:
     """A `Sampler` (an object with plan(labels, seed, epoch, **context)) for any object
     `sampler=` accepts; None stays None."""
     if sampler is None:
@@ -716,7 +749,7 @@ def as_sampler(sampler):
                  "an object with a plan(labels, seed, epoch) method", sampler, TypeError)
 
 
-def check_seed(sampler, seed):
+def check_seed(sampler: Any, seed: int | None) -> None:
     """Refuses a kerasgen sampler built with a `seed` of its own inside a generator whose
     `seed` differs: a generator's order comes from the generator's seed (a sampler's own
     seed serves `fit_resample` only), so that seed would be silently ignored."""
@@ -732,7 +765,7 @@ def check_seed(sampler, seed):
         f"sampler.")
 
 
-def identity(sampler):
+def identity(sampler: Any) -> str:
     """How a generator's state names `sampler`, so that `set_state` can refuse a state
     saved with another one (grain compares `repr(sampler)` the same way).
 

@@ -2,15 +2,20 @@
 `SQLFeatureGenerator` (numeric feature columns), and `SQLGenerator`, the function that
 returns the one `x_col` asks for."""
 
+from __future__ import annotations
+
 import numbers
 import os
 import sqlite3
 import urllib.parse
+from collections.abc import Sequence
+from typing import Any, overload
 
 import numpy as np
 
 from kerasgen import _checks
 from kerasgen import _sources as sources
+from kerasgen._typing import LabelMode, StrPath, Subset
 from kerasgen.generators import ArrayGenerator, CSVGenerator, _csv_labels, _rows, _split
 
 
@@ -55,7 +60,7 @@ def _read_only(denied):
     return authorize
 
 
-def read_query(db, query):
+def read_query(db: StrPath, query: str) -> sources.Table:
     """Runs `query` once on the SQLite file `db`; returns a Table.
 
     Nothing on disk can change: the file is opened read-only (URI mode=ro), with
@@ -101,7 +106,19 @@ def read_query(db, query):
                                       os.path.dirname(os.path.abspath(path)))
 
 
-def SQLGenerator(db, query, x_col="filename", y_col="label", **kwargs):
+@overload
+def SQLGenerator(db: StrPath, query: str, x_col: str = ...,
+                 y_col: str | Sequence[str] = ..., **kwargs: Any) -> SQLImageGenerator: ...
+
+
+@overload
+def SQLGenerator(db: StrPath, query: str, x_col: list[str] | tuple[str, ...],
+                 y_col: str | Sequence[str] = ..., **kwargs: Any) -> SQLFeatureGenerator: ...
+
+
+def SQLGenerator(db: StrPath, query: str, x_col: str | list[str] | tuple[str, ...] = "filename",
+                 y_col: str | Sequence[str] = "label",
+                 **kwargs: Any) -> SQLImageGenerator | SQLFeatureGenerator:
     """Rows of an SQLite query (the standard library's sqlite3; run once, read-only): an
     `SQLImageGenerator` when `x_col` is one column name, an `SQLFeatureGenerator` when it
     is a list of columns.
@@ -127,7 +144,8 @@ class SQLImageGenerator(CSVGenerator):
     """Images whose paths are in column `x_col` of an SQLite query's rows: a CSVGenerator
     over the query result (every CSVGenerator option applies). See `SQLGenerator`."""
 
-    def __init__(self, db, query, x_col="filename", y_col="label", **kwargs):
+    def __init__(self, db: StrPath, query: str, x_col: str = "filename",
+                 y_col: str | Sequence[str] = "label", **kwargs: Any) -> None:
         if not isinstance(x_col, str):
             _checks.fail("x_col", "one column name (of image paths)", x_col, TypeError,
                          hint="For numeric feature columns use SQLFeatureGenerator (or "
@@ -139,9 +157,12 @@ class SQLFeatureGenerator(ArrayGenerator):
     """Numeric feature columns `x_col` of an SQLite query's rows, one row per sample: an
     ArrayGenerator over the query result. See `SQLGenerator`."""
 
-    def __init__(self, db, query, x_col, y_col="label", *, label_mode="int",
-                 validation_split=None, subset=None, seed=None, class_names=None,
-                 num_classes=None, **kwargs):
+    def __init__(self, db: StrPath, query: str, x_col: Sequence[str],
+                 y_col: str | Sequence[str] = "label", *,
+                 label_mode: LabelMode | None = "int", validation_split: float | None = None,
+                 subset: Subset | None = None, seed: int | None = None,
+                 class_names: Sequence[str] | None = None, num_classes: int | None = None,
+                 **kwargs: Any) -> None:
         if not isinstance(x_col, (list, tuple)) or not x_col:
             _checks.fail("x_col", "a non-empty list of numeric column names", x_col,
                          TypeError, hint="For one column of image paths use "
@@ -174,5 +195,5 @@ class SQLFeatureGenerator(ArrayGenerator):
         super().__init__(x, y, label_mode=label_mode, seed=seed, class_names=class_names,
                          num_classes=num_classes, **kwargs)
 
-    def describe_sample(self, index):
+    def describe_sample(self, index: int) -> str:
         return self.table.describe(index)

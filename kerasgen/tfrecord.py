@@ -1,10 +1,13 @@
 """TFRecordGenerator: tf.train.Example records with random access through an index."""
 
+from __future__ import annotations
+
 import os
 import struct
 import threading
 import warnings
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, Literal
 
 import numpy as np
 
@@ -18,8 +21,11 @@ from kerasgen import _images as images
 from kerasgen.base import Generator
 from kerasgen.loader import ImageLoader
 from kerasgen._progress import progress
+from kerasgen._typing import (BatchArrays, ColorMode, ImageSize, Interpolation, LabelMode,
+                              StrPath)
 
 KINDS = ("image", "label", "float", "int")
+FeatureKind = Literal["image", "label", "float", "int"]  # KINDS
 # The tf.train.Feature lists each kind reads; anything else is an error, never a cast.
 LISTS = {"image": ("bytes_list",), "label": ("int64_list", "bytes_list"),
          "float": ("float_list",), "int": ("int64_list",)}
@@ -43,13 +49,14 @@ def _import_example():
     return Example
 
 
-def masked_crc(data):
+def masked_crc(data: bytes) -> int:
     """The masked CRC32C that TFRecord files store after a record's length and data."""
     crc = google_crc32c.value(data)
     return (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF
 
 
-def index_records(paths, verbose=1):
+def index_records(paths: Sequence[StrPath], verbose: int = 1,
+                  ) -> list[tuple[int, int, int, int]]:
     """[(file number, data offset, length, record number in the file)] of every record,
     reading only the 12-byte headers; the CRC of each length is checked here, before the
     length is trusted."""
@@ -139,9 +146,13 @@ class TFRecordGenerator(Generator):
 
     prefetch_auto = 2
 
-    def __init__(self, files, feature_spec=None, *, image_size=(256, 256), color_mode="rgb",
-                 interpolation="bilinear", rescale=None, label_mode="auto", class_names=None,
-                 verbose=1, **common):
+    def __init__(self, files: StrPath | Iterable[StrPath],
+                 feature_spec: Mapping[str, FeatureKind] | None = None, *,
+                 image_size: ImageSize = (256, 256), color_mode: ColorMode = "rgb",
+                 interpolation: Interpolation = "bilinear", rescale: float | None = None,
+                 label_mode: LabelMode | Literal["auto"] | None = "auto",
+                 class_names: Sequence[str] | None = None, verbose: int = 1,
+                 **common: Any) -> None:
         if isinstance(common.get("features"), Mapping):  # the old name of feature_spec
             if feature_spec is not None:
                 raise TypeError("TFRecordGenerator got two feature specs: `feature_spec` and "
@@ -265,17 +276,18 @@ class TFRecordGenerator(Generator):
         return self._example.FromString(data)
 
     @property
-    def features(self):
+    def features(self) -> dict[str, FeatureKind]:
         """Deprecated: the {feature key: kind} dict is `feature_spec`."""
         warnings.warn("TFRecordGenerator.features is deprecated: use `feature_spec`.",
                       DeprecationWarning, stacklevel=2)
         return self.feature_spec
 
     @property
-    def sampler_features(self):
+    def sampler_features(self) -> Any:
+        """`features=` when given, else the numeric features (None for images)."""
         return self._features if self._features is not None else self._numeric
 
-    def describe_sample(self, index):
+    def describe_sample(self, index: int) -> str:
         number, offset, _, record = self.index[index]
         return f"record {record} (byte {offset - 12}) of {self.paths[number]}"
 
@@ -283,12 +295,14 @@ class TFRecordGenerator(Generator):
         data = self._read(self._record(index), self.image_key, index)
         return np.frombuffer(data, dtype=np.uint8)
 
-    def load_sample(self, index):
+    def load_sample(self, index: int) -> np.ndarray:
         if self.image_key is None:
             return self._numeric[index]
         return self.loader.load(index)
 
-    def load_batch(self, indices, positions, partners=None, lams=None):
+    def load_batch(self, indices: np.ndarray, positions: np.ndarray,
+                   partners: np.ndarray | None = None, lams: np.ndarray | None = None,
+                   ) -> tuple[BatchArrays, np.ndarray | None]:
         if self.loader is None or partners is not None or self.augment is not None:
             return super().load_batch(indices, positions, partners, lams)
         return self.loader.decode(indices, self.dtype or np.uint8, self.rescale)

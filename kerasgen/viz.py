@@ -1,6 +1,15 @@
 """Pictures of what a generator yields: a grid of augmented samples with their labels."""
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
 import numpy as np
+
+from kerasgen._typing import BatchArrays, StrPath
+
+if TYPE_CHECKING:
+    from kerasgen.base import Generator
 
 
 def _pyplot():
@@ -38,7 +47,8 @@ def _displayable(image):
     return image[..., 0] if image.shape[-1] == 1 else image
 
 
-def show_batch(gen, n=16, path="preview.png", batch_index=0, columns=None):
+def show_batch(gen: Generator, n: int = 16, path: StrPath = "preview.png",
+               batch_index: int = 0, columns: int | None = None) -> StrPath:
     """Writes a grid of the first `n` samples of batch `batch_index` (augmented as
     training sees them) with their class names; masks are overlaid in mask mode.
     Returns `path`."""
@@ -48,7 +58,8 @@ def show_batch(gen, n=16, path="preview.png", batch_index=0, columns=None):
                       f"{type(gen).__name__}: epoch {gen.epoch}, batch {batch_index}")
 
 
-def draw_batch(x, y, gen, path, n=16, columns=None, title=""):
+def draw_batch(x: BatchArrays, y: np.ndarray | None, gen: Generator, path: StrPath,
+               n: int = 16, columns: int | None = None, title: str = "") -> StrPath:
     """Writes a grid of the first `n` images of a batch `x` with the captions of `y`;
     `gen` gives `class_names` and `label_mode`. Returns `path`."""
     plt = _pyplot()
@@ -81,7 +92,8 @@ def draw_batch(x, y, gen, path, n=16, columns=None, title=""):
     return path
 
 
-def plot_class_distribution(gen, path="class_distribution.png"):
+def plot_class_distribution(gen: Generator,
+                            path: StrPath = "class_distribution.png") -> StrPath:
     """Writes a bar chart of the class counts before and after the generator's sampler
     (this epoch's plan). Returns `path`."""
     plt = _pyplot()
