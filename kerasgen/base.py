@@ -1,18 +1,11 @@
 """`Generator`: the PyDataset adapter that wires kerasgen's stages together.
 
 A subclass says how many samples there are, their labels, and how to load sample i
-(`load_sample`). Each stage is one object, made in `__init__` from the arguments it owns:
-
-- the targets, `_labels.Targets` (labels, label_mode, class names, masks, sample weights);
-- the epochs' order, `_order.EpochOrder` (seed, epoch, resume position, shard, the
-  sampler's plan, get/set_state);
-- the making of one batch, `_making.BatchMaker` (load, augment, assemble, targets, batch
-  augmentation, sample weights);
-- where batches are made, `_feeding.Feeding` (on demand, ahead on a thread, on worker
-  threads or processes of the generator's own).
-
-What stays here is the PyDataset face (`len`, `gen[i]`), Keras's epoch lifecycle, views
-(`shard`, `at_epoch`) and the hooks a subclass fills or calls.
+(`load_sample`). `__init__` makes one object per stage from the arguments it owns: the
+targets (`_labels.Targets`), the epochs' order (`_order.EpochOrder`), the making of a
+batch (`_making.BatchMaker`) and where batches are made (`_feeding.Feeding`). What stays
+here is the PyDataset face (`len`, `gen[i]`), Keras's epoch lifecycle, views (`shard`,
+`at_epoch`) and the hooks a subclass fills or calls. See docs/architecture.md.
 """
 
 from __future__ import annotations
@@ -95,9 +88,9 @@ class Generator(PyDataset):
         prefetch: batches made ahead, on a background thread, while the training loop
             consumes the current one (with workers=1; with workers > 1 the generator's
             own worker threads or processes work ahead, up to max_queue_size batches).
-            0 turns it off. "auto": 2 for the
-            image generators, 0 for arrays and custom subclasses (whose `load_sample`
-            may not expect a second thread); at most 256 MiB ahead.
+            0 turns it off. "auto": 2 for the image generators, 0 for arrays and custom
+            subclasses (whose `load_sample` may not expect a second thread); at most
+            256 MiB ahead.
         workers, use_multiprocessing, max_queue_size: as `keras.utils.PyDataset`'s, with
             Keras's meaning: workers=0 (or 1 without processes) makes batches in the
             training loop's thread, with no queue (use_multiprocessing is then False);
