@@ -5,6 +5,8 @@
 
 import numbers
 
+import numpy as np
+
 
 def fail(name, requirement, value, exc=ValueError, hint=""):
     message = f"`{name}` must be {requirement}. Received: {name}={value!r}"
@@ -23,6 +25,18 @@ def non_negative_int(name, value):
     if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 0:
         fail(name, "a non-negative integer", value)
     return int(value)
+
+
+def batch_index(index, num_batches):
+    """`gen[index]`'s index checked, a negative one counted from the end."""
+    if not isinstance(index, (int, np.integer)):
+        raise TypeError(f"Batch index must be an integer. Received: {index!r}")
+    if index < 0:
+        index += num_batches
+    if not 0 <= index < num_batches:
+        raise IndexError(f"Batch index out of range: {index} for a generator of "
+                         f"{num_batches} batches.")
+    return index
 
 
 def one_of(name, value, choices):

@@ -33,9 +33,14 @@ def _is_missing(value):
 class Targets:
     """What a generator knows of its samples' targets.
 
-    class_ids: one int class id per sample (None for multi-label or non-class targets);
-    multi_hot: (n, num_classes) uint8 for multi-label; raw: the targets as given
-    (array or dict of arrays). `batch(indices)` builds y for one batch.
+    label_mode: the encoding of `batch` (None: no labels encoded; also for masks);
+    class_ids: one int class id per sample, the `labels=` given (class names or ids) as
+    ids into class_names (None for multi-label or non-class targets); multi_hot:
+    (n, num_classes) uint8 for multi-label; raw: the targets as given (array or dict of
+    arrays). `batch(indices)` builds y for one batch from the labels. A generator's
+    targets (`generator_targets`) also know its mask_format (None unless its y are the
+    masks loaded with the samples) and sample_weight; `for_batch` and `weights` then
+    give a whole batch's targets.
     """
 
     def __init__(self, label_mode, class_ids=None, multi_hot=None, raw=None,
@@ -46,6 +51,49 @@ class Targets:
         self.raw = raw
         self.class_names = list(class_names) if class_names is not None else None
         self.num_classes = num_classes
+        self.mask_format = None
+        self.sample_weight = None
+
+    def for_batch(self, indices, loaded, describe, owner):
+        """y of the batch of samples `indices`, from the y that the generator's
+        `load_batch` returned (`loaded`): the masks encoded (mask mode), the labels
+        encoded (a label mode; then nothing may be loaded), else `loaded` as it is.
+        `describe` names a sample, `owner` the generator's class, in errors."""
+        if self.mask_format is not None:
+            if loaded is None:
+                raise ValueError(f"label_mode='mask' needs masks, but {owner} loaded none: "
+                                 "load_sample must return (x, mask).")
+            return encode_masks(loaded, self.num_classes, self.mask_format, describe,
+                                indices)
+        if self.label_mode is None:
+            return loaded
+        if loaded is not None:
+            raise ValueError(
+                f"load_sample() returned (x, y), but this generator also encodes "
+                f"`labels` with label_mode={self.label_mode!r}. Pass label_mode=None "
+                "to use load_sample's y (labels then only describe the classes), or "
+                "return x alone."
+            )
+        return self.batch(indices)
+
+    def weights(self, indices):
+        """The sample weights of the samples `indices` (None without sample_weight)."""
+        return None if self.sample_weight is None else self.sample_weight[indices]
+
+    def class_counts(self, planned):
+        """{"before": {class: count}, "after": {class: count among the samples that
+        `planned()` returns}}, classes by name where they have one."""
+        if self.class_ids is None:
+            raise ValueError("class_counts() needs one class label per sample.")
+        names = self.class_names
+
+        def named(ids):
+            counts = np.bincount(self.class_ids[ids], minlength=self.num_classes or 0)
+            return {(names[c] if names and c < len(names) else c): int(n)
+                    for c, n in enumerate(counts)}
+
+        after = planned()
+        return {"before": named(np.arange(len(self.class_ids))), "after": named(after)}
 
     def batch(self, indices):
         mode = self.label_mode
@@ -283,6 +331,51 @@ def encode(values, label_mode, class_names=None, num_classes=None, describe=None
     targets.class_names = list(class_names) if class_names is not None else None
     targets.num_classes = (num_classes if num_classes is not None
                            else (len(class_names) if class_names is not None else None))
+    return targets
+
+
+def _length(values):
+    if isinstance(values, dict):
+        return len(next(iter(values.values()))) if values else 0
+    return len(values)
+
+
+def generator_targets(num_samples, labels, label_mode, class_names=None, num_classes=None,
+                      mask_format="ids", sample_weight=None, describe=None):
+    """The Targets of a generator from its arguments (`label_mode` resolved: not
+    "auto"), checked: the label mode and mask format, labels that the mode needs and
+    one per sample, and `sample_weight` (float32, one finite weight per sample)."""
+    _checks.one_of("mask_format", mask_format, MASK_FORMATS)
+    _checks.one_of("label_mode", label_mode, LABEL_MODES)
+    if label_mode == "mask" and mask_format == "one_hot" and num_classes is None and (
+            class_names is None):
+        raise ValueError("mask_format='one_hot' needs `num_classes` (or `class_names`): "
+                         "the width of the one-hot masks. Received: num_classes=None.")
+    if labels is None and label_mode not in (None, "raw", "mask"):
+        raise ValueError(
+            f"label_mode={label_mode!r} needs labels, but none were given. Pass "
+            "`labels` (one per sample) or use label_mode=None."
+        )
+    if labels is not None and _length(labels) != num_samples:
+        raise ValueError(
+            f"`labels` must hold one entry per sample ({num_samples}). "
+            f"Received: {_length(labels)} labels."
+        )
+    targets = encode(labels, label_mode, class_names, num_classes, describe=describe)
+    if label_mode == "mask":
+        targets.mask_format = mask_format
+    if sample_weight is not None:
+        sample_weight = np.asarray(sample_weight, dtype="float32")
+        if sample_weight.shape != (num_samples,):
+            raise ValueError(
+                f"`sample_weight` must have shape ({num_samples},), one weight "
+                f"per sample. Received: shape {sample_weight.shape}."
+            )
+        if not np.isfinite(sample_weight).all():
+            i = int(np.flatnonzero(~np.isfinite(sample_weight))[0])
+            raise ValueError(f"`sample_weight` must be finite. Received: "
+                             f"{sample_weight[i]} at {_row_name(describe, i)}.")
+        targets.sample_weight = sample_weight
     return targets
 
 

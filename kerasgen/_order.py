@@ -28,6 +28,24 @@ from kerasgen import samplers as samplers_mod
 REQUIRED = ("epoch", "seed", "num_samples")  # what set_state needs of a state
 
 
+def check_features(features, num_samples):
+    """`features=` (SMOTE's feature space) checked: None or one row per sample."""
+    if features is not None and len(features) != num_samples:
+        raise ValueError(
+            f"`features` must hold one row per sample ({num_samples}, in the order "
+            f"of this generator's samples). Received: {len(features)} rows."
+        )
+    return features
+
+
+def check_shards(num_shards, shard_index):
+    """`num_shards` and `shard_index` go together (their values are checked by
+    `EpochOrder.sharded`)."""
+    if (num_shards is None) != (shard_index is None):
+        raise ValueError("`num_shards` and `shard_index` go together. Received: "
+                         f"num_shards={num_shards!r}, shard_index={shard_index!r}.")
+
+
 class EpochOrder:
     """The order of a generator's epochs and its position in them.
 
@@ -159,6 +177,15 @@ class EpochOrder:
                              f"has {self.epoch_batches()} batches. Use fewer shards or a "
                              "smaller batch_size.")
         return view
+
+    def refuse_empty(self):
+        """Raises when the epoch serves no batch (checked when a generator is built)."""
+        if self.num_batches() == 0:
+            raise ValueError(
+                f"The generator would yield no batch: {self.num_samples} samples, "
+                f"batch_size={self.batch_size}, drop_remainder={self.drop_remainder}. "
+                "Use a smaller batch_size or drop_remainder=False."
+            )
 
     def copy(self):
         """An independent copy (the plan is made anew when asked for)."""

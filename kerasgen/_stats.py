@@ -82,6 +82,18 @@ class BatchTimings:
         self.reset()
 
 
+def report(timings, fit_wait_s, reset=False):
+    """`gen.stats()`: the summary of `timings` (a BatchTimings, None when statistics are
+    off) with `fit_wait_s`; `reset` starts a new count after reading."""
+    if timings is None:
+        raise ValueError("Statistics are off. Build the generator with stats=True.")
+    summary = timings.summary()
+    summary["fit_wait_s"] = fit_wait_s
+    if reset:
+        timings.reset()
+    return summary
+
+
 def stage(stats, name):
     """A timing context for `name`, or a shared no-op when stats are off."""
     return _OFF if stats is None else stats.stage(name)

@@ -455,8 +455,7 @@ def _serve(conn, main):
         if b"__main__" in payload:
             _import_main(main)
         with passing_fds(fds):
-            generator = pickle.loads(payload)
-        generator._ahead = None  # it makes exactly what it is asked for
+            generator = pickle.loads(payload)  # it works nothing ahead: see _feeding
     except Exception as error:  # noqa: BLE001 - any failure is every task's error
         failed = error
         if hasattr(error, "add_note"):
@@ -481,7 +480,7 @@ def _serve(conn, main):
         try:
             if failed is not None:
                 raise failed
-            batch = generator._worker_batch(epoch, offset, index, seed)
+            batch = generator._feeding.worker_batch(epoch, offset, index, seed)
             layout, needed = _layout(batch)
             memory = slots[slot]
             if needed <= len(memory):

@@ -113,10 +113,11 @@ def test_errors_of_batches_made_ahead_reach_the_caller_naming_the_batch():
 
 
 def test_prefetch_applies_with_one_worker_and_workers_are_kerasgens_threads():
-    assert Counted(prefetch=2)._ahead is not None
-    assert Counted()._ahead is None  # custom subclasses: opt in
+    assert Counted(prefetch=2)._feeding.ahead is not None
+    assert Counted()._feeding.ahead is None  # custom subclasses: opt in
     threads = Counted(workers=3, max_queue_size=4, batch_size=5, shuffle=False)
-    assert (threads._ahead.threads, threads._ahead.depth) == (3, 4)  # Keras's queue size
+    ahead = threads._feeding.ahead
+    assert (ahead.threads, ahead.depth) == (3, 4)  # Keras's queue size
     threads[0]  # made here
     assert threads.wait_for(range(25))  # batches 1..4 made ahead, on kerasgen's threads
     names = {name for index, name in threads.loads if index >= 5}
@@ -128,8 +129,8 @@ def test_prefetch_applies_with_one_worker_and_workers_are_kerasgens_threads():
 
 def test_image_generators_work_ahead_by_default(image_folder):
     gen = folder_gen(image_folder)
-    assert gen.prefetch == 2 and gen._ahead is not None
-    assert folder_gen(image_folder, prefetch=0)._ahead is None
+    assert gen.prefetch == 2 and gen._feeding.ahead is not None
+    assert folder_gen(image_folder, prefetch=0)._feeding.ahead is None
 
 
 def test_fit_with_keras_default_shuffle_sees_exactly_the_generators_order(image_folder):
@@ -399,7 +400,7 @@ def test_keras_pool_is_kept_where_keras_shuffles_the_batches_itself(image_folder
     gen = folder_gen(image_folder, workers=2, shuffle=False)
     adapter = get_data_adapter(gen, shuffle=True)
     assert adapter.num_batches == len(gen)
-    assert adapter.enqueuer is not None and gen._keras_pool_kept
+    assert adapter.enqueuer is not None and gen._feeding.keras_pool_kept
     model = recorder()
     model.fit(gen, epochs=2, verbose=0)  # Keras's default shuffle=True
     seen = by_epoch([b for _, b in model.seen], len(gen))

@@ -1,5 +1,6 @@
 """Label modes: what y looks like for each, on arrays and through the other generators."""
 
+import os
 import sqlite3
 
 import numpy as np
@@ -119,3 +120,57 @@ def test_integer_and_boolean_labels_from_databases_and_frames(tmp_path):
     flags = kg.ArrayGenerator(np.zeros((4, 1)), np.array([True, False, True, True]),
                               label_mode="binary", shuffle=False)
     assert flags[0][1][:, 0].tolist() == [1, 0, 1, 1]
+
+
+def named(gen):
+    """The class of each sample read back through the public API."""
+    return [gen.class_names[k] for k in gen.labels]
+
+
+class Records(kg.Generator):
+    def __init__(self, labels, **kwargs):
+        super().__init__(num_samples=len(labels), labels=labels, **kwargs)
+
+    def load_sample(self, index):
+        return np.zeros(2, "float32")
+
+
+def test_gen_labels_are_the_labels_given_as_class_ids(image_folder, csv_file):
+    """`labels=` is one label per sample as given; `gen.labels` the same labels as class
+    ids: class_names[labels[i]] is the name given, or for an integer id that id's name."""
+    names = ["dog", "cat", "owl", "cat", "dog", "owl"]
+    ids = [2, 0, 1, 0, 2, 1]
+    for mode in ("int", "categorical"):
+        for gen in (kg.ArrayGenerator(X, names, label_mode=mode), Records(names),
+                    kg.ArrayGenerator(X, names, label_mode=mode,
+                                      class_names=["owl", "dog", "cat"])):
+            assert named(gen) == names
+        for gen in (kg.ArrayGenerator(X, ids, label_mode=mode), Records(ids),
+                    kg.ArrayGenerator(X, np.eye(3)[ids], label_mode="categorical")):
+            assert gen.labels.tolist() == ids and named(gen) == [str(k) for k in ids]
+        given = kg.ArrayGenerator(X, ids, label_mode=mode, class_names=["a", "b", "c"])
+        assert given.labels.tolist() == ids and named(given) == ["c", "a", "b", "a", "c", "b"]
+    ordered = kg.ArrayGenerator(X, names, label_mode="int", batch_size=6, shuffle=False)
+    assert ordered[0][1].tolist() == ordered.labels.tolist()  # the ids it trains on
+    assert kg.ArrayGenerator(X, [["a"], ["b"]] * 3, label_mode="multi_label").labels is None
+
+    inferred = kg.ImageFolderGenerator(image_folder, image_size=(4, 4))
+    folders = [os.path.relpath(p, image_folder).split(os.sep)[0] for p in inferred.file_paths]
+    assert named(inferred) == folders and set(folders) == {"cat", "dog", "fox"}
+    count = len(inferred.file_paths)
+    listed = ["b", "a", "c"] * (count // 3) + ["a"] * (count % 3)
+    assert named(kg.ImageFolderGenerator(image_folder, labels=listed,
+                                         image_size=(4, 4))) == listed
+    listed_ids = [k % 3 for k in range(count)]
+    by_id = kg.ImageFolderGenerator(image_folder, labels=listed_ids, image_size=(4, 4))
+    assert by_id.labels.tolist() == listed_ids
+
+    table = kg.CSVGenerator(csv_file, image_size=(4, 4))
+    rows = [line.split(",")[1] for line in csv_file.read_text().splitlines()[1:]]
+    assert named(table) == rows
+    id_file = csv_file.with_name("ids.csv")
+    id_file.write_text("filename,id\n" + "".join(
+        f"{path},{k}\n" for path, k in zip(table.file_paths, listed_ids)))
+    by_id = kg.CSVGenerator(id_file, y_col="id", image_size=(4, 4))
+    assert by_id.labels.tolist() == listed_ids
+    assert named(by_id) == [str(k) for k in listed_ids]

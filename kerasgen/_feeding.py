@@ -1,0 +1,124 @@
+"""Feeding: where a generator's batches are made, on demand or ahead of the caller.
+
+From the generator's `workers`, `use_multiprocessing` and `prefetch`, `Feeding` makes
+each batch in one of four places:
+
+- in the caller's thread, when asked for (workers <= 1 and prefetch=0, and wherever
+  Keras's own pool was kept: see _keras_compat.adopt_adapter);
+- ahead, on one thread (`prefetch` batches, workers <= 1);
+- ahead, on `workers` threads of the generator's own (workers > 1, in place of Keras's
+  thread pool, up to max_queue_size batches);
+- ahead, in `workers` processes of its own (use_multiprocessing=True, in place of
+  Keras's process pool: _workers.WorkerPool, batches handed over in shared memory).
+
+Batches made ahead are kept by `_ahead.WorkAhead`, keyed by (epoch, batch index). Each
+place makes batch b of epoch e with `_making.BatchMaker.make` on the generator fixed at
+epoch e, so a batch is byte-identical wherever it is made.
+"""
+
+import numbers
+
+from kerasgen import _ahead, _checks, _workers
+
+
+def prefetch_depth(prefetch, auto):
+    """`prefetch=` checked: batches worked ahead on one thread (`auto` for "auto")."""
+    if prefetch == "auto":
+        return auto
+    if isinstance(prefetch, bool) or not isinstance(prefetch, numbers.Integral) or (
+            prefetch < 0):
+        _checks.fail("prefetch", "'auto' or a non-negative integer", prefetch)
+    return int(prefetch)
+
+
+class Feeding:
+    """How `generator`'s batches reach the caller. `ahead=False`: made when asked for,
+    always (a view for parallel readers, which ask out of order)."""
+
+    def __init__(self, generator, ahead=True):
+        self.generator = generator
+        self.pool = None  # the worker processes, made on their first batch
+        self.keras_pool_kept = False  # Keras's pool makes the batches: none made ahead
+        self.view = None  # the generator fixed at the epoch whose batches are made ahead
+        self.ahead = self._work_ahead() if ahead else None
+
+    def _work_ahead(self):
+        """The work-ahead (None where it does not apply): on worker processes of the
+        generator's own with use_multiprocessing (none inside a worker, nor in any
+        daemonic process), on `workers` threads of its own with workers > 1, else
+        (prefetch > 0) on one thread."""
+        gen = self.generator
+        depth = max(gen.workers, gen.max_queue_size or 10)  # Keras's queue, in batches
+        if gen.use_multiprocessing:
+            if not _workers.can_start():  # a worker (of kerasgen or of Keras's pool)
+                return None
+            return _ahead.WorkAhead(self._make_ahead, depth, submit=self._submit)
+        if gen.workers > 1:
+            return _ahead.WorkAhead(self._make_ahead, depth, threads=gen.workers)
+        if not gen.prefetch:
+            return None
+        return _ahead.WorkAhead(self._make_ahead, gen.prefetch, pace=gen._pace)
+
+    @property
+    def own_workers(self):
+        """Whether worker threads or processes of the generator's own make its batches."""
+        gen = self.generator
+        return self.ahead is not None and (gen.use_multiprocessing or gen.workers > 1)
+
+    def warm_up(self):
+        """Starts the fork server now where batches will be made in worker processes."""
+        if self.ahead is not None and self.generator.use_multiprocessing:
+            _workers.warm_up()
+
+    def adapted(self, changed):
+        """Hears what _keras_compat.adopt_adapter changed in Keras's adapter."""
+        if changed == "kept pool":  # Keras's pool makes the batches: none made here ahead
+            self.keras_pool_kept = True
+        elif changed == "enqueuer":
+            self.keras_pool_kept = False
+
+    def get(self, index, num_batches):
+        """Batch `index` (of `num_batches`) of the generator's current epoch: made ahead
+        (then the batches after it are queued) or made now."""
+        gen = self.generator
+        if self.ahead is not None and not self.keras_pool_kept:
+            return self.ahead.get(gen.epoch, int(index), num_batches)
+        return gen._maker.make(gen, index)
+
+    def forget(self):
+        """Drops the batches made ahead: the epoch, seed or position changed."""
+        self.view = None
+        if self.ahead is not None:
+            self.ahead.reset()
+
+    def epoch_ended(self):
+        """Forgets the batches made ahead and, as Keras's pool does, ends the worker
+        processes: none outlives the epoch."""
+        self.forget()
+        self.keras_pool_kept = False
+        if self.pool is not None:
+            self.pool.stop()
+
+    def _make_ahead(self, epoch, index):
+        """Batch `index` of `epoch`, made on a view fixed at that epoch (so that Keras's
+        on_epoch_end, arriving while it is made, changes nothing in it)."""
+        view = self.view
+        if view is None or view.epoch != epoch:
+            view = self.view = self.generator.at_epoch(epoch)
+        return view._maker.make(view, index)
+
+    def _submit(self, epoch, index):
+        """Batch `index` of `epoch`, asked of the worker processes (a Future)."""
+        gen = self.generator
+        if self.pool is None:
+            self.pool = _workers.WorkerPool(gen, gen.workers)
+        order = gen._order
+        offset = order.offset if epoch == order.epoch else 0
+        return self.pool.submit(epoch, offset, index, order.seed)
+
+    def worker_batch(self, epoch, offset, index, seed):
+        """In a worker process (its generator unpickled): batch `index` of `epoch` at
+        resume `offset`, made now."""
+        gen = self.generator
+        gen._order.move_to(epoch, offset, seed)
+        return gen._maker.make(gen, index)
