@@ -17,7 +17,7 @@ import zlib
 
 import numpy as np
 
-from kerasgen import _atomic, _workers
+from kerasgen import _atomic, _shm
 
 try:  # hardware CRC32C: about 6 us per 224x224x3 sample, zlib's CRC32 about 40 us
     import google_crc32c
@@ -116,7 +116,7 @@ class MemoryCache:
 class SharedMemoryCache(MemoryCache):
     """A MemoryCache in anonymous shared memory, filled and read by the training process
     and a generator's own worker processes alike (use_multiprocessing=True): the memory
-    travels to them with the generator's pickle (see _workers.pass_fd). Pickled any
+    travels to them with the generator's pickle (see _shm.pass_fd). Pickled any
     other way, a copy starts empty, as a MemoryCache does."""
 
     def _layout(self):
@@ -127,7 +127,9 @@ class SharedMemoryCache(MemoryCache):
         if self._data is None:
             with self._lock:
                 if self._data is None:
-                    self._map(_workers.shared_memory(max(1, self._layout()[1])))
+                    self._map(_shm.shared_memory(
+                        max(1, self._layout()[1]), "the decoded-image cache",
+                        "cache=None, or a file path as `cache`"))
         return self._data, self._filled
 
     def _map(self, fd):
@@ -140,9 +142,9 @@ class SharedMemoryCache(MemoryCache):
 
     def __getstate__(self):
         token = None
-        if _workers.passing():  # pickled for kerasgen's workers: the memory goes along
+        if _shm.passing():  # pickled for kerasgen's workers: the memory goes along
             self._arrays()
-            token = _workers.pass_fd(self._fd)
+            token = _shm.pass_fd(self._fd)
         state = super().__getstate__()
         state.pop("_fd", None)
         state.pop("_closer", None)
@@ -152,7 +154,7 @@ class SharedMemoryCache(MemoryCache):
     def __setstate__(self, state):
         token = state.pop("_token", None)
         super().__setstate__(state)
-        fd = _workers.received_fd(token)
+        fd = _shm.received_fd(token)
         if fd is not None:
             self._map(fd)
 

@@ -31,7 +31,6 @@ import os
 import pickle
 import signal
 import sys
-import tempfile
 import threading
 import traceback
 import weakref
@@ -40,44 +39,11 @@ from multiprocessing import reduction
 
 import numpy as np
 
+from kerasgen import _shm
+
 ALIGN = 64
 # references of a free slot's array in `_Slot.free`: the attribute, getrefcount's argument
 _FREE = 2
-
-
-_passing = threading.local()  # file descriptors travelling with a pickle to the workers
-
-
-@contextlib.contextmanager
-def passing_fds(fds):
-    """While active, `pass_fd` (sending) and `received_fd` (receiving) use `fds`."""
-    _passing.fds = fds
-    try:
-        yield fds
-    finally:
-        _passing.fds = None
-
-
-def passing():
-    """Whether a pickle for kerasgen's worker processes is being made (or read)."""
-    return getattr(_passing, "fds", None) is not None
-
-
-def pass_fd(fd):
-    """For an object's `__getstate__`: a token standing for `fd` when the object is being
-    pickled for kerasgen's worker processes (the fd is sent beside the pickle), else
-    None."""
-    fds = getattr(_passing, "fds", None)
-    if fds is None:
-        return None
-    fds.append(fd)
-    return len(fds) - 1
-
-
-def received_fd(token):
-    """For an object's `__setstate__` in a worker: the fd a token stands for (or None)."""
-    fds = getattr(_passing, "fds", None)
-    return None if fds is None or token is None else fds[token]
 
 
 def context():
@@ -126,7 +92,7 @@ class WorkerPool:
 
     def __init__(self, generator, count):
         self.count = count
-        with passing_fds([]) as fds:  # shared caches pass their memory along
+        with _shm.passing_fds([]) as fds:  # shared caches pass their memory along
             self.payload = pickle.dumps(generator, protocol=pickle.HIGHEST_PROTOCOL)
         self.fds = fds
         self.name = type(generator).__name__
@@ -199,35 +165,13 @@ class _Slot:
 
     def __init__(self, number, capacity):
         self.number, self.capacity = number, capacity
-        self.fd = shared_memory(capacity)
+        self.fd = _shm.shared_memory(capacity)
         self.array = np.frombuffer(mmap.mmap(self.fd, capacity), np.uint8)
         self.busy = False  # a worker is writing it
         self.close = weakref.finalize(self, os.close, self.fd)
 
     def free(self):
         return not self.busy and sys.getrefcount(self.array) == _FREE
-
-
-def shared_memory(size):
-    """A file descriptor of `size` bytes of shared memory with no name left on disk,
-    reserved up front (running out later would kill the process with SIGBUS)."""
-    if hasattr(os, "memfd_create"):
-        fd = os.memfd_create("kerasgen-batch", os.MFD_CLOEXEC)
-    else:
-        fd, path = tempfile.mkstemp(prefix="kerasgen-batch-")
-        os.unlink(path)
-    try:
-        if hasattr(os, "posix_fallocate"):
-            os.posix_fallocate(fd, 0, size)
-        else:
-            os.ftruncate(fd, size)
-    except OSError as error:
-        os.close(fd)
-        raise OSError(error.errno, f"kerasgen worker processes could not reserve {size} "
-                      f"bytes of shared memory for a batch ({error.strerror}). Free memory, "
-                      "use a smaller batch_size or max_queue_size, or worker threads "
-                      "(use_multiprocessing=False).") from None
-    return fd
 
 
 class _Crew:
@@ -454,7 +398,7 @@ def _serve(conn, main):
     try:
         if b"__main__" in payload:
             _import_main(main)
-        with passing_fds(fds):
+        with _shm.passing_fds(fds):
             generator = pickle.loads(payload)  # it works nothing ahead: see _feeding
     except Exception as error:  # noqa: BLE001 - any failure is every task's error
         failed = error

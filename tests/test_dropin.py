@@ -388,6 +388,59 @@ def test_every_module_is_public_on_purpose_or_internal_by_name():
             assert reason[3:] in kg.__all__, (module, reason)
 
 
+# The layers of docs/architecture.md, lowest first. A module may import (outside `if
+# TYPE_CHECKING:`) only modules of its own layer or a lower one, so the flow source ->
+# order/sampler -> loader -> augment -> batch -> feeding -> Generator shows in the imports.
+LAYERS = [
+    ("foundations", {"_checks", "_typing", "_seeding", "_atomic", "_progress", "_malloc",
+                     "_stats", "_shm", "_batching"}),
+    ("source", {"_images", "_sources", "_labels"}),
+    ("order and sampler", {"_resample_arrays", "samplers", "_order"}),
+    ("loader", {"_cache", "loader"}),
+    ("augment", {"augment"}),
+    ("batch", {"_making"}),
+    ("feeding", {"_ahead", "_workers", "_feeding", "_keras_compat"}),
+    ("adapter", {"base", "_tfdata"}),
+    ("generators", {"generators", "sql", "tfrecord", "image_dataset"}),
+    ("around", {"callbacks", "inspection", "cli", "viz", "gpu", "rebalance", "__init__",
+                "__main__"}),
+]
+
+
+def _kerasgen_imports(path):
+    """The kerasgen modules `path` imports at run time (TYPE_CHECKING blocks left out)."""
+    import ast
+
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    hidden = {id(node) for block in ast.walk(tree) if isinstance(block, ast.If)
+              and ast.unparse(block.test).endswith("TYPE_CHECKING")
+              for node in ast.walk(block)}
+    found = set()
+    for node in ast.walk(tree):
+        if id(node) in hidden:
+            continue
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("kerasgen"):
+            found |= ({a.name for a in node.names} if node.module == "kerasgen"
+                      else {node.module.split(".")[1]})
+        elif isinstance(node, ast.Import):
+            found |= {a.name.split(".")[1] for a in node.names
+                      if a.name.startswith("kerasgen.")}
+    return found - {path.stem}
+
+
+def test_imports_point_one_way_down_the_layers():
+    package = Path(kg.__file__).parent
+    layer_of = {m: k for k, (_, modules) in enumerate(LAYERS) for m in modules}
+    assert sorted(layer_of) == sorted(p.stem for p in package.glob("*.py")), (
+        "put a new module in a layer of LAYERS")
+    upward = [f"{path.stem} ({LAYERS[layer_of[path.stem]][0]}) imports {name} "
+              f"({LAYERS[layer_of[name]][0]})"
+              for path in sorted(package.glob("*.py"))
+              for name in sorted(_kerasgen_imports(path))
+              if layer_of.get(name, -1) > layer_of[path.stem]]
+    assert upward == []
+
+
 def test_preview_batch_is_the_generators_first_batch(image_folder):
     def jitter(image, rng):
         return np.clip(image.astype(int) + rng.integers(-20, 20), 0, 255).astype(np.uint8)
