@@ -19,6 +19,7 @@ epoch e, so a batch is byte-identical wherever it is made.
 import numbers
 
 from kerasgen import _ahead, _checks, _workers
+from kerasgen.loader import usable_cores
 
 
 def prefetch_depth(prefetch, auto):
@@ -46,7 +47,10 @@ class Feeding:
         """The work-ahead (None where it does not apply): on worker processes of the
         generator's own with use_multiprocessing (none inside a worker, nor in any
         daemonic process), on `workers` threads of its own with workers > 1, else
-        (prefetch > 0) on one thread."""
+        (prefetch > 0) on `ahead_threads` threads (the generator's; never more than the
+        usable cores): two for the image generators, so that one batch decodes while
+        the pool finishes the last files of the other instead of idling at the batch's
+        end."""
         gen = self.generator
         depth = max(gen.workers, gen.max_queue_size or 10)  # Keras's queue, in batches
         if gen.use_multiprocessing:
@@ -57,7 +61,9 @@ class Feeding:
             return _ahead.WorkAhead(self._make_ahead, depth, threads=gen.workers)
         if not gen.prefetch:
             return None
-        return _ahead.WorkAhead(self._make_ahead, gen.prefetch, pace=gen._pace)
+        threads = max(1, min(gen.ahead_threads, gen.prefetch, usable_cores()))
+        return _ahead.WorkAhead(self._make_ahead, gen.prefetch, pace=gen._pace,
+                                threads=threads)
 
     @property
     def own_workers(self):
@@ -122,3 +128,4 @@ class Feeding:
         gen = self.generator
         gen._order.move_to(epoch, offset, seed)
         return gen._maker.make(gen, index)
+

@@ -88,9 +88,9 @@ class Generator(PyDataset):
         prefetch: batches made ahead, on a background thread, while the training loop
             consumes the current one (with workers=1; with workers > 1 the generator's
             own worker threads or processes work ahead, up to max_queue_size batches).
-            0 turns it off. "auto": 2 for the image generators, 0 for arrays and custom
-            subclasses (whose `load_sample` may not expect a second thread); at most
-            256 MiB ahead.
+            0 turns it off. "auto": 4 for the image generators (made two at a time),
+            0 for arrays and custom subclasses (whose `load_sample` may not expect a
+            second thread); at most 256 MiB ahead.
         workers, use_multiprocessing, max_queue_size: as `keras.utils.PyDataset`'s, with
             Keras's meaning: workers=0 (or 1 without processes) makes batches in the
             training loop's thread, with no queue (use_multiprocessing is then False);
@@ -107,6 +107,10 @@ class Generator(PyDataset):
 
     rescale = None  # image generators set a factor applied when converting to float
     prefetch_auto = 0  # batches worked ahead with prefetch="auto"
+    # threads making batches ahead at once with prefetch (workers=1): 1, because a
+    # subclass's load_sample may not expect two threads; the image generators, whose
+    # loading is kerasgen's own, use 2
+    ahead_threads = 1
 
     def __init__(self, num_samples: int,
                  labels: npt.ArrayLike | Mapping[str, npt.ArrayLike] | None = None, *,

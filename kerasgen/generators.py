@@ -189,7 +189,8 @@ class _ImageFileGenerator(Generator):
     resize, cache, bad-file policy, thread pool) under the generator's order, SMOTE
     blending, augmentation and batch assembly."""
 
-    prefetch_auto = 2
+    prefetch_auto = 4
+    ahead_threads = 2  # two batches made at once: no core idles at a batch's end
 
     def _set_images(self, file_paths, image_size, color_mode, interpolation, rescale,
                     cache="auto", on_error="raise", decode_threads=None, verbose=1,

@@ -129,8 +129,38 @@ def test_prefetch_applies_with_one_worker_and_workers_are_kerasgens_threads():
 
 def test_image_generators_work_ahead_by_default(image_folder):
     gen = folder_gen(image_folder)
-    assert gen.prefetch == 2 and gen._feeding.ahead is not None
+    assert gen.prefetch == 4 and gen._feeding.ahead is not None
     assert folder_gen(image_folder, prefetch=0)._feeding.ahead is None
+
+
+def test_image_generators_make_two_batches_ahead_at_once_and_subclasses_one(
+        image_folder, monkeypatch):
+    from kerasgen import _feeding
+
+    monkeypatch.setattr(_feeding, "usable_cores", lambda: 2)
+    assert folder_gen(image_folder)._feeding.ahead.threads == 2
+    assert folder_gen(image_folder, prefetch=1)._feeding.ahead.threads == 1
+    # a subclass's load_sample may not expect two threads: one, whatever prefetch
+    assert Counted(prefetch=4)._feeding.ahead.threads == 1
+    monkeypatch.setattr(_feeding, "usable_cores", lambda: 1)
+    assert folder_gen(image_folder)._feeding.ahead.threads == 1
+
+
+def test_two_batches_made_at_once_are_the_batches_made_on_demand(image_folder,
+                                                                  monkeypatch):
+    from kerasgen import _feeding
+
+    monkeypatch.setattr(_feeding, "usable_cores", lambda: 2)
+    make = lambda **kw: kg.ImageFolderGenerator(  # noqa: E731
+        image_folder, image_size=(8, 8), batch_size=2, seed=7, cache=None, **kw)
+    ahead, plain = make(), make(prefetch=0)
+    assert ahead._feeding.ahead.threads == 2
+    for epoch in range(2):
+        for i in range(len(plain)):
+            got, want = ahead[i], plain[i]
+            assert all(np.array_equal(g, w) for g, w in zip(got, want)), (epoch, i)
+        ahead.on_epoch_end()
+        plain.on_epoch_end()
 
 
 def test_fit_with_keras_default_shuffle_sees_exactly_the_generators_order(image_folder):
