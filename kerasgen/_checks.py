@@ -131,3 +131,14 @@ def unknown_arguments(obj, unknown):
     plural = "s" if len(unknown) > 1 else ""
     raise TypeError(" ".join([f"{public_name(obj)}() got unexpected keyword argument"
                               f"{plural} {names}."] + hints))
+
+
+def labels_come_from(obj, kwargs, where):
+    """Refuses `labels=` on a generator whose labels come from `where` (its `y`, a column,
+    a feature): Python would only say "got multiple values for keyword argument
+    'labels'", from inside kerasgen."""
+    if "labels" in kwargs:
+        shown = repr(kwargs["labels"])
+        shown = shown if len(shown) <= 60 else shown[:57] + "..."
+        raise TypeError(f"{public_name(obj)}() takes its labels from {where}, not from a "
+                        f"`labels` argument. Received: labels={shown}.")

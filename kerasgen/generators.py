@@ -115,6 +115,7 @@ class ArrayGenerator(Generator):
     def __init__(self, x: Arrays, y: Arrays | None = None, *,
                  sample_weight: npt.ArrayLike | None = None,
                  label_mode: LabelMode | None = "raw", **common: Any) -> None:
+        _checks.labels_come_from(self, common, "`y` (one target per sample)")
         self.x, num_samples = _as_arrays(x, "x")
         if y is not None:
             if label_mode == "multi_label" and isinstance(y, (list, tuple)):
@@ -651,6 +652,7 @@ class CSVGenerator(_ImageFileGenerator):
                  seed: int | None = None, encoding: str = "utf-8",
                  num_classes: int | None = None, max_pixels: int | None = images.MAX_PIXELS,
                  **common: Any) -> None:
+        _checks.labels_come_from(self, common, "the `y_col` column (y_col=...)")
         if (mask_col is None) != (label_mode != "mask"):
             raise ValueError("`mask_col` and label_mode='mask' go together. Received: "
                              f"mask_col={mask_col!r}, label_mode={label_mode!r}.")

@@ -163,6 +163,7 @@ class SQLFeatureGenerator(ArrayGenerator):
                  subset: Subset | None = None, seed: int | None = None,
                  class_names: Sequence[str] | None = None, num_classes: int | None = None,
                  **kwargs: Any) -> None:
+        _checks.labels_come_from(self, kwargs, "the `y_col` column (y_col=...)")
         if not isinstance(x_col, (list, tuple)) or not x_col:
             _checks.fail("x_col", "a non-empty list of numeric column names", x_col,
                          TypeError, hint="For one column of image paths use "

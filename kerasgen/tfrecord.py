@@ -153,6 +153,8 @@ class TFRecordGenerator(Generator):
                  label_mode: LabelMode | Literal["auto"] | None = "auto",
                  class_names: Sequence[str] | None = None, verbose: int = 1,
                  **common: Any) -> None:
+        _checks.labels_come_from(self, common, "the feature of kind 'label' in "
+                                 "`feature_spec`")
         if isinstance(common.get("features"), Mapping):  # the old name of feature_spec
             if feature_spec is not None:
                 raise TypeError("TFRecordGenerator got two feature specs: `feature_spec` and "

@@ -294,6 +294,19 @@ def test_crop_and_pad_geometry(tmp_path):
                                    "SELECT filename, label FROM t", random_state=0),
      r"^SQLImageGenerator\(\) got .*kerasgen's is seed="),
     (lambda d, c: kg.ImageFolderGenerator(d, format="tf"), "every Keras backend reads"),
+    # labels= where the labels come from elsewhere (Python alone said "got multiple
+    # values for keyword argument 'labels'", from inside kerasgen)
+    (lambda d, c: kg.CSVGenerator(c, labels=["cat"]),
+     r"^CSVGenerator\(\) takes its labels from the `y_col` column \(y_col=\.\.\.\), not "
+     r"from a `labels` argument\. Received: labels=\['cat'\]\.$"),
+    (lambda d, c: kg.ArrayGenerator(np.zeros((4, 2)), labels=[0, 1, 0, 1]),
+     r"^ArrayGenerator\(\) takes its labels from `y`"),
+    (lambda d, c: kg.SQLGenerator(os.path.join(d, "db.sqlite"),
+                                   "SELECT filename, label FROM t", labels=["cat"]),
+     r"^SQLImageGenerator\(\) takes its labels from the `y_col` column"),
+    (lambda d, c: kg.SQLGenerator(os.path.join(d, "db.sqlite"), "SELECT 1 AS a, 'cat' AS "
+                                   "label", x_col=["a"], labels=["cat"]),
+     r"^SQLFeatureGenerator\(\) takes its labels from the `y_col` column"),
 ])
 def test_unknown_keyword_names_the_generator_and_kerasgens_name(image_folder, csv_file,
                                                                   call, match):

@@ -121,6 +121,9 @@ def test_tfrecord_errors(records, tmp_path):
         kg.TFRecordGenerator(records, {"label": "label"}, verbose=0)
     with pytest.raises(ValueError, match=r"`feature_spec\['image'\]` must be one of"):
         kg.TFRecordGenerator(records, {"image": "png"}, verbose=0)
+    with pytest.raises(TypeError, match=r"^TFRecordGenerator\(\) takes its labels from the "
+                                        r"feature of kind 'label' in `feature_spec`"):
+        kg.TFRecordGenerator(records, {"image": "image"}, labels=[0] * 14, verbose=0)
 
 
 def test_tfrecord_without_tensorflow_says_how_to_install(records, monkeypatch):
