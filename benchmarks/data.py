@@ -9,6 +9,7 @@ fit_cnn.py (`make_photo`, for its own folder of larger photos).
 import os
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import cv2
@@ -66,8 +67,9 @@ def make_photo(photos, index, size=PHOTO_SIZE):
     return cv2.cvtColor(image, cv2.COLOR_RGB2BGR)
 
 
-def build_data(folder, num_files):
-    """Writes the missing files of the benchmark folder; returns (seconds, files written)."""
+def build_data(folder, num_files, threads=1):
+    """Writes the missing files of the benchmark folder, on `threads` threads (OpenCV
+    releases the GIL); returns (seconds, files written)."""
     folder = Path(folder)
     expected = expected_files(num_files)
     present = _image_files_under(folder) if folder.exists() else set()
@@ -87,7 +89,8 @@ def build_data(folder, num_files):
     for c in range(NUM_CLASSES):
         (folder / f"class_{c:02d}").mkdir(parents=True, exist_ok=True)
     params = [cv2.IMWRITE_JPEG_QUALITY, JPEG_QUALITY]
-    for i in missing:
+
+    def write(i):
         ok, encoded = cv2.imencode(".jpg", make_photo(photos, i), params)
         if not ok:
             raise RuntimeError(f"cv2.imencode failed for file {i}")
@@ -95,6 +98,9 @@ def build_data(folder, num_files):
         tmp = target.with_name(target.name + ".part")  # not an image name: never listed
         tmp.write_bytes(encoded.tobytes())
         os.replace(tmp, target)
+
+    with ThreadPoolExecutor(max(1, threads)) as pool:
+        list(pool.map(write, missing))
     return time.perf_counter() - start, len(missing)
 
 

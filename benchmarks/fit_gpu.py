@@ -58,7 +58,6 @@ import gc
 import json
 import os
 import platform
-import subprocess
 import sys
 import threading
 import time
@@ -68,9 +67,8 @@ from pathlib import Path
 os.environ.setdefault("KERAS_BACKEND", "jax")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
-from benchmarks.machine import CpuMeter, usable_cores  # noqa: E402 (light: stdlib only)
+from benchmarks.machine import CpuMeter, git_state, usable_cores  # noqa: E402 (stdlib only)
 
-ROOT = Path(__file__).resolve().parent.parent
 NUM_CLASSES = 10  # benchmarks/data.py's folder: 10 class subfolders
 
 MODELS = {"mobilenetv2": "MobileNetV2", "resnet50": "ResNet50"}
@@ -198,47 +196,6 @@ def parse_args(argv=None):
 
 
 # ------------------------------------------------------------------------------- data
-
-def build_photos(folder, num_files, threads):
-    """benchmarks/data.py's folder of `num_files` photos, the missing files written on a
-    thread pool (file i is the same JPEG data.build_data writes); returns (seconds,
-    files written)."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    import cv2
-
-    from benchmarks import data
-
-    folder = Path(folder)
-    expected = data.expected_files(num_files)
-    present = data._image_files_under(folder) if folder.exists() else set()
-    if present - set(expected):  # data.build_data refuses such a folder, naming a file
-        return data.build_data(folder, num_files)
-    missing = [i for i, rel in enumerate(expected) if rel not in present]
-    if not missing:
-        return 0.0, 0
-    from sklearn.datasets import load_sample_images
-
-    start = time.perf_counter()
-    photos = load_sample_images().images
-    for c in range(data.NUM_CLASSES):
-        (folder / f"class_{c:02d}").mkdir(parents=True, exist_ok=True)
-    params = [cv2.IMWRITE_JPEG_QUALITY, data.JPEG_QUALITY]
-
-    def write(i):
-        ok, encoded = cv2.imencode(".jpg", data.make_photo(photos, i), params)
-        if not ok:
-            raise RuntimeError(f"cv2.imencode failed for file {i}")
-        target = folder / expected[i]
-        partial = target.with_name(target.name + ".part")  # not an image name
-        partial.write_bytes(encoded.tobytes())
-        os.replace(partial, target)
-
-    with ThreadPoolExecutor(threads) as pool:
-        list(pool.map(write, missing))
-    seconds, rest = data.build_data(folder, num_files)  # checks; writes nothing left
-    return time.perf_counter() - start, len(missing) + rest
-
 
 def read_rgb(path, size):
     """A file as torch users and the bare pool read it: cv2.imread, RGB, cv2.resize."""
@@ -851,15 +808,6 @@ def versions():
     return found
 
 
-def commit():
-    try:
-        done = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],
-                              capture_output=True, text=True, timeout=10, check=False)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return done.stdout.strip() or None
-
-
 def main(argv=None):
     args = parse_args(argv)
     from benchmarks import data
@@ -870,7 +818,7 @@ def main(argv=None):
     say(f"fit_gpu: {args.num_files} files, {args.image_size}x{args.image_size}, batch "
         f"{args.batch_size}, models {', '.join(args.models)}, feeds {', '.join(args.feeds)}"
         f"; time budget {args.time_budget:g} s (+{args.grace:g} s grace)")
-    seconds, written = build_photos(args.data, args.num_files, args.threads)
+    seconds, written = data.build_data(args.data, args.num_files, args.threads)
     say(f"built {written} photos in {args.data} in {seconds:.1f} s" if written
         else f"using the {args.num_files} photos in {args.data}")
     paths, labels = data.list_files(args.data)
@@ -892,7 +840,7 @@ def main(argv=None):
     run.info.update(
         backend=keras.backend.backend(), accelerator=found, policy=policy,
         kerasgen=kg.__version__, versions=versions(), python=platform.python_version(),
-        usable_cores=usable_cores(), cpu_count=os.cpu_count(), commit=commit(),
+        usable_cores=usable_cores(), cpu_count=os.cpu_count(), commit=git_state()[0],
         args=vars(args), torch_installed=not torch_missing(),
         counts_compiles=counter.count is not None)
     say(f"backend {run.info['backend']}, accelerator {found or 'none (CPU)'}, policy "

@@ -66,9 +66,9 @@ import cv2  # noqa: E402
 import numpy as np  # noqa: E402
 
 from benchmarks.data import (DEFAULT_DATA, DEFAULT_NUM_FILES, JPEG_QUALITY,  # noqa: E402
-                             PHOTO_SIZE, ROOT, build_data, default_folder, list_files,
+                             PHOTO_SIZE, build_data, default_folder, list_files,
                              warm_page_cache)
-from benchmarks.machine import (CpuMeter, add_quiet_options, usable_cores,  # noqa: E402
+from benchmarks.machine import (CpuMeter, add_quiet_options, git_state, usable_cores,  # noqa: E402
                                 wait_for_quiet)
 from benchmarks.pipelines import (BATCH_SIZE, IMAGE_SIZE, Unavailable,  # noqa: E402
                                   fit_pipeline, iterate_sequence, iterate_tf,
@@ -661,19 +661,6 @@ def parse_args(argv=None):
         args.cores = os.cpu_count() or 1
     args.retries = max(0, args.retries)
     return args
-
-
-def git_state():
-    """(short commit, whether kerasgen/ differs from it) of the repository, or (None, None)."""
-    try:
-        commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],
-                                capture_output=True, text=True, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "-C", str(ROOT), "status", "--porcelain", "--",
-                                "kerasgen"], capture_output=True, text=True,
-                               check=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return None, None
-    return commit, bool(dirty)
 
 
 def check_untuned(when):

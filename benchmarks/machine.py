@@ -2,7 +2,9 @@
 go quiet, and its usable cores."""
 
 import os
+import subprocess
 import time
+from pathlib import Path
 
 
 def machine_busy_seconds():
@@ -79,3 +81,17 @@ def add_quiet_options(parser, quiet_wait):
     parser.add_argument("--retries", type=int, default=2,
                         help="run a disturbed measurement again, up to this many times "
                              "(default 2; 0 keeps every run)")
+
+
+def git_state():
+    """(short commit, whether kerasgen/ differs from it) of the repository, or (None, None)."""
+    root = Path(__file__).resolve().parent.parent
+    try:
+        commit = subprocess.run(["git", "-C", str(root), "rev-parse", "--short", "HEAD"],
+                                capture_output=True, text=True, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--",
+                                "kerasgen"], capture_output=True, text=True,
+                               check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return None, None
+    return commit, bool(dirty)

@@ -2,7 +2,8 @@
 
 The batches of an epoch are a pure function of (seed, epoch, batch number), so which
 batch comes next is known: when batch i is asked for, batches i+1..i+depth are made on
-one background thread (whose decoding fans out to the loader's pool) and handed over
+background threads (one, or two for the image generators, whose decoding fans out to the
+loader's pool) and handed over
 when asked for. Keras's PyDataset path with `workers=1` computes each batch only when its
 training loop asks (the JAX and torch backends wait for it; TensorFlow's `prefetch`
 overlaps one batch at most), so without this nothing else decodes during a step.
@@ -22,11 +23,11 @@ class WorkAhead:
 
     `make(epoch, index)` builds a batch; it must depend on nothing else. Batches ahead
     are made by `submit(epoch, index)` (returning a Future) when given, else by `make` on
-    a background thread. `depth` is the most batches made or held ahead at once; after
+    `threads` background threads. `depth` is the most batches made or held ahead at once; after
     the first batch it is lowered, if need be, so that they fit in `budget_bytes` (one
     batch ahead at least). `pace(waited)`, when given, hears for each batch made ahead
     whether the caller had to wait for it. `threads`: background threads making batches
-    (Keras's `workers`).
+    (Keras's `workers`, or the generator's `ahead_threads`).
     """
 
     def __init__(self, make, depth, budget_bytes=256 << 20, submit=None, pace=None,

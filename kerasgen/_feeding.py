@@ -5,7 +5,8 @@ each batch in one of four places:
 
 - in the caller's thread, when asked for (workers <= 1 and prefetch=0, and wherever
   Keras's own pool was kept: see _keras_compat.adopt_adapter);
-- ahead, on one thread (`prefetch` batches, workers <= 1);
+- ahead, on `ahead_threads` threads (`prefetch` batches, workers <= 1: one thread for
+  custom subclasses, two for the image generators);
 - ahead, on `workers` threads of the generator's own (workers > 1, in place of Keras's
   thread pool, up to max_queue_size batches);
 - ahead, in `workers` processes of its own (use_multiprocessing=True, in place of
@@ -23,7 +24,7 @@ from kerasgen.loader import usable_cores
 
 
 def prefetch_depth(prefetch, auto):
-    """`prefetch=` checked: batches worked ahead on one thread (`auto` for "auto")."""
+    """`prefetch=` checked: batches worked ahead with workers <= 1 (`auto` for "auto")."""
     if prefetch == "auto":
         return auto
     if isinstance(prefetch, bool) or not isinstance(prefetch, numbers.Integral) or (

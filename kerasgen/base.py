@@ -85,7 +85,7 @@ class Generator(PyDataset):
         sample_weight: optional per-sample weights, returned as the batch's third element.
         mask_format: for label_mode="mask": "ids" ((n, h, w) int32 class ids) or
             "one_hot" ((n, h, w, num_classes) float32).
-        prefetch: batches made ahead, on a background thread, while the training loop
+        prefetch: batches made ahead, on background threads, while the training loop
             consumes the current one (with workers=1; with workers > 1 the generator's
             own worker threads or processes work ahead, up to max_queue_size batches).
             0 turns it off. "auto": 4 for the image generators (made two at a time),
