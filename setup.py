@@ -23,14 +23,19 @@ EXTRAS = {
     "viz": ["matplotlib>=3.7"],
     "progress": ["tqdm>=4.60"],
     "tfrecord": TENSORFLOW + ["google-crc32c>=1.5"],  # TFRecordGenerator checks CRC32Cs
+    "grain": ["grain>=0.2"],  # image_dataset_from_directory(format="grain")
 }
 EXTRAS["demo"] = TENSORFLOW + ["scikit-learn>=1.3"]
 EXTRAS["test"] = sorted(set(
     EXTRAS["demo"] + EXTRAS["pandas"] + EXTRAS["augment"] + EXTRAS["viz"]
     + EXTRAS["progress"] + EXTRAS["gpu"] + EXTRAS["imbalance"] + EXTRAS["tfrecord"]
     # the peers the tests compare with, and tools the tests use
+    + EXTRAS["grain"]
     + ["imbalanced-learn>=0.12", "cloudpickle>=2", "pytest>=7", "pytest-timeout>=2",
        "pillow>=9", "ruff>=0.5", "mypy>=1.8"]
+    # Keras's own test file (shipped in its wheel) runs on absl; keras.io's examples run
+    # as notebook code (IPython), and notebooks are tested in a real kernel
+    + ["absl-py>=1", "ipython>=8", "ipykernel>=6", "nbclient>=0.9"]
     + ["jax[cpu]>=0.4.36"]))  # `make test-jax`: the JAX backend (docs/backends.md)
 EXTRAS["all"] = sorted({req for reqs in EXTRAS.values() for req in reqs})
 

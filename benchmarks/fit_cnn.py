@@ -9,8 +9,10 @@ Standalone script (never part of the test suite). It
 2. trains the CNN of Keras's "image classification from scratch" tutorial (Rescaling,
    Conv2D 16/32/64 with max pooling, global average pooling, Dense) at 180x180, batch
    64, for 3 epochs per run, each run in a fresh process (this script with the hidden
-   `--part`), fed by `keras.utils.image_dataset_from_directory` or by kerasgen in one of
-   its settings; the rounds interleave the feeds, so slow drift hits them alike;
+   `--part`), fed by `keras.utils.image_dataset_from_directory`, by kerasgen's generator
+   in one of its settings (`model.fit(gen)`), or by the tf.data dataset that
+   `kg.image_dataset_from_directory` returns (the same call as Keras's, the import
+   swapped); the rounds interleave the feeds, so slow drift hits them alike;
 3. prints images/s over epochs 2-3 of each run (the first pays for tracing and the new
    process), their medians, the slowest epoch seen, and the ratios the project targets.
 
@@ -61,17 +63,28 @@ KG_THREADS = "kerasgen workers=2 (threads)"
 KG_PROCESSES = "kerasgen workers=2, use_multiprocessing=True"
 KG_NO_CACHE = "kerasgen cache=None (info)"
 IDFD_CACHE = "image_dataset_from_directory + .cache() (info)"
-FEEDS = {  # name: keyword arguments of kg.ImageFolderGenerator (None: Keras's own)
+KG_TF = "kg.image_dataset_from_directory (tf.data)"
+KG_TF_NO_CACHE = "kg.image_dataset_from_directory cache=None (info)"
+# the feeds made by an image_dataset_from_directory call: Keras's, or kerasgen's (its
+# keyword arguments beyond Keras's)
+DATASET_FEEDS = {IDFD: None, IDFD_CACHE: None, KG_TF: {}, KG_TF_NO_CACHE: {"cache": None}}
+FEEDS = {  # name: keyword arguments of kg.ImageFolderGenerator, or of DATASET_FEEDS
     IDFD: None,
+    KG_TF: {},
     KG: {},
     KG_U8: {"dtype": "uint8"},
     KG_THREADS: {"workers": 2},
     KG_PROCESSES: {"workers": 2, "use_multiprocessing": True},
     KG_NO_CACHE: {"cache": None},
     IDFD_CACHE: None,
+    KG_TF_NO_CACHE: {"cache": None},
 }
 TARGETS = [  # label, numerator, denominator, target
     ("model.fit kerasgen / image_dataset_from_directory", KG, IDFD, 1.1),
+    ("model.fit kg.image_dataset_from_directory / Keras's", KG_TF, IDFD, 1.5),
+    ("model.fit kg.image_dataset_from_directory / kerasgen generator", KG_TF, KG, 0.95),
+    ("model.fit kg.image_dataset_from_directory cache=None / Keras's", KG_TF_NO_CACHE, IDFD,
+     None),
     ("model.fit kerasgen uint8 / image_dataset_from_directory", KG_U8, IDFD, None),
     ("model.fit kerasgen worker processes / worker threads", KG_PROCESSES, KG_THREADS, 0.9),
     ("model.fit kerasgen worker threads / one worker", KG_THREADS, KG, None),
@@ -128,9 +141,11 @@ def feed(name, folder):
 
     import kerasgen as kg
 
-    if FEEDS[name] is None:
-        dataset = keras.utils.image_dataset_from_directory(
-            folder, image_size=IMAGE_SIZE, batch_size=BATCH_SIZE, seed=1, verbose=False)
+    if name in DATASET_FEEDS:  # the same call, Keras's function or kerasgen's
+        function = (keras.utils.image_dataset_from_directory if FEEDS[name] is None
+                    else kg.image_dataset_from_directory)
+        dataset = function(folder, image_size=IMAGE_SIZE, batch_size=BATCH_SIZE, seed=1,
+                           verbose=False, **(FEEDS[name] or {}))
         return dataset.cache() if name == IDFD_CACHE else dataset
     return kg.ImageFolderGenerator(folder, image_size=IMAGE_SIZE, batch_size=BATCH_SIZE,
                                    label_mode="int", seed=1, verbose=0, **FEEDS[name])

@@ -206,19 +206,33 @@ def _batch_error_behind(error, adapter):
     return original
 
 
+def in_predict():
+    """Whether the caller runs inside a Keras `predict` call (a function `predict` in one
+    of Keras's `trainer.py` files up the stack)."""
+    return _keras_frame("predict") is not None
+
+
+def _keras_frame(name):
+    """The frame of Keras's trainer method `name` the caller runs inside, or None."""
+    frame = sys._getframe(2)
+    for _ in range(40):
+        if frame is None:
+            return None
+        code = frame.f_code
+        if code.co_name == name and code.co_filename.endswith("trainer.py") and (
+                "keras" in code.co_filename):
+            return frame
+        frame = frame.f_back
+    return None
+
+
 def fit_data():
     """(x, validation_data) of the Keras `fit` call that the caller runs inside (its frame
     is found up the stack: a function `fit` in one of Keras's `trainer.py` files, which
     name these arguments so in every backend), or None outside `fit`. Used to compare the
     classes of the generators given to one `fit`."""
-    frame = sys._getframe(1)
-    for _ in range(40):
-        if frame is None:
-            return None
-        code = frame.f_code
-        if code.co_name == "fit" and code.co_filename.endswith("trainer.py") and (
-                "keras" in code.co_filename):
-            arguments = frame.f_locals
-            return arguments.get("x"), arguments.get("validation_data")
-        frame = frame.f_back
-    return None
+    frame = _keras_frame("fit")
+    if frame is None:
+        return None
+    arguments = frame.f_locals
+    return arguments.get("x"), arguments.get("validation_data")

@@ -46,14 +46,15 @@ class BatchMaker:
             )
 
     def make(self, gen, index):
-        """Batch `index` of `gen`'s epoch: (x,), (x, y) or (x, y, sample weights), timed
-        into `gen`'s statistics when they are on."""
+        """Batch `index` of `gen`'s epoch: x alone (no targets, as Keras's unlabeled
+        datasets), (x, y) or (x, y, sample weights), timed into `gen`'s statistics when
+        they are on."""
         timings = gen._stats
         if timings is None:
             return self._make(gen, index)
         start = time.perf_counter()
         batch = self._make(gen, index)
-        x = batch[0]
+        x = batch[0] if isinstance(batch, tuple) else batch  # x alone: unlabeled
         timings.batch_done(start, len(next(iter(x.values())) if isinstance(x, dict) else x))
         return batch
 
@@ -70,8 +71,8 @@ class BatchMaker:
         if self.batch_augment is not None:
             rng = seeding.rng(gen.seed, seeding.BATCH_AUGMENT, gen.epoch, number)
             x, y = self.batch_augment(x, y, rng)
-        if y is None:
-            return (x,)
+        if y is None:  # x alone, as Keras; a tuple of inputs stays wrapped, (x,), so
+            return (x,) if isinstance(x, (tuple, list)) else x  # Keras reads it as x
         weights = gen._targets.weights(indices)
         return (x, y) if weights is None else (x, y, weights)
 

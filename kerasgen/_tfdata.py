@@ -1,4 +1,24 @@
-"""tf.data interop (TensorFlow only): a generator's batches as a tf.data.Dataset."""
+"""tf.data interop (TensorFlow only): a generator's batches as a tf.data.Dataset.
+
+Two datasets, one way of making their batches (`_EpochBatches`): batch b of epoch e is
+made in a `tf.numpy_function` that tf.data calls, in order (deterministic), so each batch
+is byte-identical to `gen[b]` at epoch e.
+
+- `to_tf_dataset`: epoch after epoch from the generator's current one, as one stream;
+  tf.data's threads make several batches at once, each on a view of the generator fixed
+  at its epoch (`Generator.at_epoch`).
+- `pass_dataset`: what `image_dataset_from_directory` returns: one epoch per pass, as
+  tf.data's own datasets are (finite; `fit` needs no steps_per_epoch), each pass
+  serving a new epoch of the generator (`Generator.begin_pass`), reshuffled from
+  (seed, epoch); the pass that serves its last batch ends that epoch (`on_epoch_end`),
+  so after `fit(ds, epochs=n)` the generator stands at epoch n, as after `fit(gen)`, and
+  its state resumes there. The generator itself makes the batches of its current epoch,
+  in order,
+  so its own work-ahead, worker threads or processes and statistics are those of
+  `fit(gen)`. Its iterators are made anew every pass, so tf.data's autotuning, whose
+  thread a dying iterator waits for (see _keras_compat), is off; and the pass starts
+  without `Dataset.from_generator`, whose op pins glibc's malloc (see _malloc).
+"""
 
 import threading
 
@@ -21,47 +41,97 @@ def _spec(tf, value):
     return tf.TensorSpec((None,) + value.shape[1:], tf.as_dtype(value.dtype))
 
 
+class _EpochBatches:
+    """The batches of any epoch of `gen` as a tf.data.Dataset (`dataset(epoch)`), made by
+    views fixed at their epoch (a few recent ones kept: tf.data threads may still be
+    finishing the last epoch when the next begins)."""
+
+    def __init__(self, tf, gen, num_parallel_calls, own=False):
+        # own: the generator makes the batches of its current epoch itself
+        self.tf, self.gen, self.num_parallel_calls, self.own = (tf, gen, num_parallel_calls,
+                                                                own)
+        structure = gen.at_epoch(gen.epoch)[0]  # one batch, for the output signature
+        self.signature = tf.nest.map_structure(lambda v: _spec(tf, v), structure)
+        self.dtypes = [spec.dtype for spec in tf.nest.flatten(self.signature)]
+        self.views, self.lock = {}, threading.Lock()
+
+    def view(self, epoch):
+        epoch = int(epoch)
+        if self.own and epoch == self.gen.epoch:
+            return self.gen
+        with self.lock:
+            view = self.views.get(epoch)
+            if view is None:
+                view = self.views[epoch] = self.gen.at_epoch(epoch)
+                for old in [e for e in self.views if e < epoch - 2]:
+                    del self.views[old]
+        return view
+
+    def _load(self, epoch, index):
+        source, index = self.view(epoch), int(index)
+        batch = source[index]
+        if source is self.gen and index == len(source) - 1:
+            self.gen.on_epoch_end()  # a pass served whole ends its epoch, as fit(gen) does
+        return [np.asarray(v) for v in self.tf.nest.flatten(batch)]
+
+    def dataset(self, epoch):
+        tf, signature = self.tf, self.signature
+        count = tf.numpy_function(lambda e: np.int64(len(self.view(e))), [epoch], tf.int64)
+
+        def fetch(index):
+            tensors = tf.numpy_function(self._load, [epoch, index], self.dtypes,
+                                        stateful=False)
+            for tensor, spec in zip(tensors, tf.nest.flatten(signature)):
+                tensor.set_shape(spec.shape)
+            return tf.nest.pack_sequence_as(signature, tensors)
+
+        indices = tf.data.Dataset.range(count)
+        if self.num_parallel_calls is None:  # in order, one at a time
+            return indices.map(fetch)
+        return indices.map(fetch, num_parallel_calls=self.num_parallel_calls,
+                           deterministic=True)
+
+
 def to_tf_dataset(gen, epochs=None, num_parallel_calls=None, prefetch=None):
     """See `Generator.to_tf_dataset`."""
     tf = _import_tensorflow()
     autotune = tf.data.AUTOTUNE
     first = gen.epoch
-    structure = gen[0]  # one batch, for the complete output signature
-    flat = tf.nest.flatten(structure)
-    signature = tf.nest.map_structure(lambda v: _spec(tf, v), structure)
-    dtypes = [tf.as_dtype(np.asarray(v).dtype) for v in flat]
-    views, lock = {}, threading.Lock()
-
-    def view_for(epoch):
-        """The generator serving `epoch` (a few recent epochs are kept: tf.data threads
-        may still be finishing the previous one)."""
-        epoch = int(epoch)
-        with lock:
-            view = views.get(epoch)
-            if view is None:
-                view = views[epoch] = gen.at_epoch(epoch)
-                for old in [e for e in views if e < epoch - 2]:
-                    del views[old]
-        return view
-
-    def load(epoch, index):
-        return [np.asarray(v) for v in tf.nest.flatten(view_for(epoch)[int(index)])]
-
-    def one_epoch(epoch):
-        count = tf.numpy_function(lambda e: np.int64(len(view_for(e))), [epoch], tf.int64)
-        indices = tf.data.Dataset.range(count)
-
-        def fetch(index):
-            tensors = tf.numpy_function(load, [epoch, index], dtypes, stateful=False)
-            for tensor, spec in zip(tensors, tf.nest.flatten(signature)):
-                tensor.set_shape(spec.shape)
-            return tf.nest.pack_sequence_as(signature, tensors)
-
-        return indices.map(fetch, num_parallel_calls=num_parallel_calls or autotune,
-                           deterministic=True)
-
+    batches = _EpochBatches(tf, gen, num_parallel_calls or autotune)
     epoch_numbers = (tf.data.Dataset.range(first, first + epochs) if epochs is not None
                      else tf.data.Dataset.counter(first))
-    dataset = epoch_numbers.flat_map(one_epoch)
-    return dataset.prefetch(prefetch or autotune)
+    return epoch_numbers.flat_map(batches.dataset).prefetch(prefetch or autotune)
 
+
+def pass_dataset(gen, unbatch=False):
+    """A finite tf.data.Dataset of `gen`'s batches (its samples with `unbatch`): each pass
+    (each iterator made of it) serves the epoch `gen.begin_pass()` gives."""
+    tf = _import_tensorflow()
+    batches = _EpochBatches(tf, gen, None, own=True)  # None: one batch asked at a time
+
+    def begin():
+        epoch = gen.begin_pass()
+        batch = gen.get_state()["batch"]
+        if batch:
+            raise ValueError(
+                f"The generator behind this dataset was restored mid-epoch (batch {batch} "
+                f"of epoch {epoch}), but a pass over a tf.data dataset is a whole epoch. "
+                "Resume from a state taken between epochs (get_state() at an epoch's "
+                "end), or finish the epoch with model.fit(ds.generator, epochs=1).")
+        return np.int64(epoch)
+
+    def begin_pass(_):  # run by each iterator made of the dataset, once
+        return tf.numpy_function(begin, [], tf.int64, stateful=True)
+
+    epochs = tf.data.Dataset.from_tensors(np.int64(0)).map(begin_pass)
+    dataset = epochs.flat_map(batches.dataset)
+    if unbatch:
+        dataset = dataset.unbatch()
+    if gen.sampler is None:  # every epoch the same length: say so, as Keras's datasets do
+        length = len(gen)
+        if unbatch:
+            length = min(len(gen.epoch_plan()), length * gen.batch_size)
+        dataset = dataset.apply(tf.data.experimental.assert_cardinality(length))
+    options = tf.data.Options()
+    options.autotune.enabled = False
+    return dataset.prefetch(max(2, gen.prefetch)).with_options(options)

@@ -45,6 +45,8 @@ FolderLabels = Union[Literal["inferred"], Sequence[int], Sequence[str], np.ndarr
 
 # `subset` of one generator of a validation split
 Subset = Literal["training", "validation"]
+# what kg.image_dataset_from_directory returns
+DatasetFormat = Literal["tf", "grain", "kerasgen"]
 
 # An array, or a dict of them (multi-input or multi-output models).
 Arrays = Union[npt.ArrayLike, dict[str, npt.ArrayLike]]

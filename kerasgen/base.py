@@ -11,7 +11,8 @@ here is the PyDataset face (`len`, `gen[i]`), Keras's epoch lifecycle, views (`s
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable, Mapping, Sequence
+import warnings
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -29,6 +30,7 @@ if TYPE_CHECKING:
     import tensorflow as tf
 
 AUTO = "auto"
+_NOT_SET = object()  # no `self.labels` assigned by a subclass
 
 
 class Generator(PyDataset):
@@ -158,9 +160,11 @@ class Generator(PyDataset):
             context = {"class_names": self.class_names, "features": self.sampler_features}
         self._order = _order.EpochOrder(
             self.num_samples, self.batch_size, sampler=sampler, shuffle=self.shuffle,
-            seed=seed, drop_remainder=self.drop_remainder, labels=self.labels,
+            seed=seed, drop_remainder=self.drop_remainder,
+            labels=self._targets.class_ids,
             context=context, prepare=self.use_multiprocessing)
         self._epoch_open = False
+        self._passed = None  # (epoch, seed) the last `for batch in gen` pass began at
         self._short_epoch_done = False  # a resumed, shortened epoch just ended in fit
         self._stats = stats_mod.BatchTimings() if stats else None
         self.fit_wait_s = None  # set by kg.callbacks.PipelineStats each epoch
@@ -202,12 +206,22 @@ class Generator(PyDataset):
         self._feeding.forget()
 
     @property
-    def labels(self) -> np.ndarray | None:
+    def labels(self) -> Any:
         """The `labels=` given, as class ids: one int per sample, in source order, so
         that `gen.class_names[gen.labels[i]]` names the class of sample i (the class
         name given for it, or, for integer ids, the name of that id). None where
-        samples have no single class ("multi_label", most "raw" targets, no labels)."""
-        return self._targets.class_ids
+        samples have no single class ("multi_label", most "raw" targets, no labels).
+
+        A subclass may assign `self.labels` (as a ported `keras.utils.Sequence` does,
+        before or after `super().__init__()`): `gen.labels` is then its own attribute,
+        and kerasgen's class ids (which its samplers use) are unchanged, only not shown
+        here."""
+        own = self.__dict__.get("_own_labels", _NOT_SET)
+        return self._targets.class_ids if own is _NOT_SET else own
+
+    @labels.setter
+    def labels(self, value: Any) -> None:
+        self.__dict__["_own_labels"] = value
 
     @property
     def class_names(self) -> list[str] | None:
@@ -224,10 +238,28 @@ class Generator(PyDataset):
         """Batches in this epoch, as Keras reads it (`len(gen)`). Keras's adapter is
         adopted here (see _keras_compat): no tf.data autotuning, and no extra batch
         shuffle when this generator orders its own epochs."""
-        changed = _keras_compat.adopt_adapter(self.shuffle or self.sampler is not None,
+        own_order = self.shuffle or self.sampler is not None
+        changed = _keras_compat.adopt_adapter(own_order,
                                               own_workers=self._feeding.own_workers)
         self._feeding.adapted(changed)
+        if own_order and _keras_compat.in_predict():
+            self._warn_predict_order()
         return len(self)
+
+    def _warn_predict_order(self) -> None:
+        """Once per generator: `predict` reads the batches in the epoch's order, which is
+        not the source order when the generator shuffles or samples."""
+        if self.__dict__.get("_warned_predict"):
+            return
+        self.__dict__["_warned_predict"] = True
+        epoch = self.epoch
+        warnings.warn(
+            f"model.predict() reads {type(self).__name__} in the order of epoch {epoch} "
+            f"(shuffle={self.shuffle}, sampler={self.sampler!r}), so prediction row i is "
+            f"sample gen.epoch_plan({epoch})[i], not sample i (Keras then ends the epoch: "
+            "the next predict reads the next one). Pass shuffle=False (and no sampler) "
+            "for predictions in source order, or reorder them: "
+            f"preds[np.argsort(gen.epoch_plan({epoch}))].", UserWarning, stacklevel=3)
 
     def __len__(self) -> int:
         return self._order.num_batches()
@@ -322,10 +354,31 @@ class Generator(PyDataset):
         another batch_size or shard."""
         self._order.set_state(state)
         self._epoch_open = False
+        self._passed = None
         self._feeding.forget()
 
     # ----------------------------------------------------------------- batches
-    def __getitem__(self, index: int) -> tuple[Any, ...]:
+    def __iter__(self) -> Iterator[Any]:
+        """The batches of one epoch, in order. A pass is an epoch, as over a tf.data
+        dataset: the next pass serves the next epoch (a new order and new augmentation
+        draws), unless `on_epoch_end()` (Keras's, or the caller's) has already advanced
+        the generator since this pass began."""
+        self.begin_pass()
+        for index in range(len(self)):
+            yield self[index]
+
+    def begin_pass(self) -> int:
+        """Starts a pass over the epochs (a `for` loop over the generator, an iterator of
+        the tf.data dataset `kg.image_dataset_from_directory` returns) and returns the
+        epoch it serves: the current one, or the next when an earlier pass began at the
+        current one and nothing (Keras, or the caller) advanced since."""
+        order = self._order
+        if self._passed == (order.epoch, order.seed):
+            self.on_epoch_end()
+        self._passed = (order.epoch, order.seed)
+        return order.epoch
+
+    def __getitem__(self, index: int) -> Any:
         n_batches = len(self)
         index = _checks.batch_index(index, n_batches)
         if self._epoch_open:  # Keras is running an epoch: undo TensorFlow's malloc pin

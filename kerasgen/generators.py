@@ -262,8 +262,8 @@ class _ImageFileGenerator(Generator):
         return self.loader.skipped
 
     def _check_image_options(self):
-        if self.on_error == "skip" and self.labels is None and self.label_mode not in (
-                None, "mask"):
+        if self.on_error == "skip" and self._targets.class_ids is None and (
+                self.label_mode not in (None, "mask")):
             raise ValueError(
                 "on_error='skip' replaces a bad image by another of its class, but with "
                 f"label_mode={self.label_mode!r} samples have no single class, so the "
@@ -280,7 +280,7 @@ class _ImageFileGenerator(Generator):
     def _stand_ins(self, index):
         """Replacements for undecodable sample `index`, in order: the other samples of its
         class, permuted by (seed, index) alone, so every worker picks the same one."""
-        labels = self.labels
+        labels = self._targets.class_ids
         if labels is not None:
             candidates = np.flatnonzero(labels == labels[index])
         else:

@@ -9,17 +9,20 @@ docs/migrating.md.
 
 from __future__ import annotations
 
+import inspect
+import numbers
 from collections.abc import Sequence
-from typing import Literal, overload
+from typing import Any, Literal, overload
 
 import numpy as np
 
 from kerasgen import _checks
-from kerasgen._typing import (ColorMode, FolderLabels, ImageSize, Interpolation, StrPath,
-                              Subset)
+from kerasgen._typing import (ColorMode, DatasetFormat, FolderLabels, ImageSize,
+                              Interpolation, StrPath, Subset)
 from kerasgen.generators import ImageFolderGenerator
 
 LABEL_MODES = ("int", "categorical", "binary", None)
+FORMATS = ("tf", "grain", "kerasgen")
 
 
 @overload
@@ -29,7 +32,7 @@ def image_dataset_from_directory(
     label_mode: Literal["int", "categorical", "binary"] | None = ...,
     class_names: Sequence[str] | None = ...,
     color_mode: ColorMode = ...,
-    batch_size: int = ...,
+    batch_size: int | None = ...,
     image_size: ImageSize = ...,
     shuffle: bool = ...,
     seed: int | None = ...,
@@ -40,8 +43,10 @@ def image_dataset_from_directory(
     crop_to_aspect_ratio: bool = ...,
     pad_to_aspect_ratio: bool = ...,
     data_format: Literal["channels_first", "channels_last"] | None = ...,
-    format: Literal["tf", "grain"] = ...,
+    *,
+    format: Literal["kerasgen"],
     verbose: bool = ...,
+    **options: Any,
 ) -> ImageFolderGenerator: ...
 
 
@@ -52,7 +57,7 @@ def image_dataset_from_directory(
     label_mode: Literal["int", "categorical", "binary"] | None = ...,
     class_names: Sequence[str] | None = ...,
     color_mode: ColorMode = ...,
-    batch_size: int = ...,
+    batch_size: int | None = ...,
     image_size: ImageSize = ...,
     shuffle: bool = ...,
     seed: int | None = ...,
@@ -64,9 +69,34 @@ def image_dataset_from_directory(
     crop_to_aspect_ratio: bool = ...,
     pad_to_aspect_ratio: bool = ...,
     data_format: Literal["channels_first", "channels_last"] | None = ...,
-    format: Literal["tf", "grain"] = ...,
+    format: Literal["kerasgen"],
     verbose: bool = ...,
+    **options: Any,
 ) -> tuple[ImageFolderGenerator, ImageFolderGenerator]: ...
+
+
+@overload
+def image_dataset_from_directory(
+    directory: StrPath,
+    labels: FolderLabels = ...,
+    label_mode: Literal["int", "categorical", "binary"] | None = ...,
+    class_names: Sequence[str] | None = ...,
+    color_mode: ColorMode = ...,
+    batch_size: int | None = ...,
+    image_size: ImageSize = ...,
+    shuffle: bool = ...,
+    seed: int | None = ...,
+    validation_split: float | None = ...,
+    subset: Subset | Literal["both"] | None = ...,
+    interpolation: Interpolation = ...,
+    follow_links: bool = ...,
+    crop_to_aspect_ratio: bool = ...,
+    pad_to_aspect_ratio: bool = ...,
+    data_format: Literal["channels_first", "channels_last"] | None = ...,
+    format: DatasetFormat = ...,
+    verbose: bool = ...,
+    **options: Any,
+) -> Any: ...  # a tf.data.Dataset or grain.IterDataset (a pair of them for "both")
 
 
 def image_dataset_from_directory(
@@ -75,7 +105,7 @@ def image_dataset_from_directory(
     label_mode: Literal["int", "categorical", "binary"] | None = "int",
     class_names: Sequence[str] | None = None,
     color_mode: ColorMode = "rgb",
-    batch_size: int = 32,
+    batch_size: int | None = 32,
     image_size: ImageSize = (256, 256),
     shuffle: bool = True,
     seed: int | None = None,
@@ -86,81 +116,165 @@ def image_dataset_from_directory(
     crop_to_aspect_ratio: bool = False,
     pad_to_aspect_ratio: bool = False,
     data_format: Literal["channels_first", "channels_last"] | None = None,
-    format: Literal["tf", "grain"] = "tf",
+    format: DatasetFormat = "tf",
     verbose: bool = True,
-) -> ImageFolderGenerator | tuple[ImageFolderGenerator, ImageFolderGenerator]:
-    """Keras's `keras.utils.image_dataset_from_directory`, returning kerasgen generators.
+    **options: Any,
+) -> Any:
+    """Keras's `keras.utils.image_dataset_from_directory`, made by kerasgen.
 
-    Same arguments, defaults and meaning as Keras's (see its documentation); the result
-    is an `ImageFolderGenerator` (a `keras.utils.PyDataset`), or the pair
-    `(training, validation)` for `subset="both"`. Batches are `(images, labels)`, or
-    `(images,)` without labels; images are float32 in 0..255, as Keras's.
+    Same arguments, defaults and meaning as Keras's (see its documentation), and what
+    Keras returns:
 
-    Where kerasgen differs:
+    - `format="tf"` (default): a `tf.data.Dataset` of `(images, labels)` batches, or
+      `images` alone without labels (`labels=None` or `label_mode=None`), single samples
+      with `batch_size=None`; the pair `(training, validation)` for `subset="both"`.
+      Every tf.data method works on it (`take`, `map`, `prefetch`, `cache`, `unbatch`,
+      `as_numpy_iterator`...). A pass over it is one epoch, and each pass is a new
+      epoch of the kerasgen generator behind it, reshuffled from (seed, epoch).
+    - `format="grain"`: a `grain.IterDataset` (needs `pip install grain`), as Keras
+      returns with grain installed; as Keras's, each pass gives the same order.
+    - `format="kerasgen"`: the `kg.ImageFolderGenerator` itself (a PyDataset).
+
+    Each dataset has Keras's `class_names` and `file_paths`, and `generator`: the
+    `kg.ImageFolderGenerator` making its batches (`get_state()`, `stats()`, `epoch`).
+    Images are float32 in 0..255, as Keras's.
+
+    `**options` are the generator's own arguments, beyond Keras's signature: `augment`,
+    `batch_augment`, `sampler`, `cache`, `dtype`, `rescale`, `decode_threads`,
+    `on_error`, `max_pixels`, `drop_remainder`, `stats`, `workers`,
+    `use_multiprocessing` ... (see `kg.ImageFolderGenerator` and `kg.Generator`). With
+    `subset="both"` the validation dataset gets none of the training-only `augment`,
+    `batch_augment`, `sampler` and `drop_remainder`.
+
+    Where kerasgen differs (docs/migrating.md):
         - The validation split is kerasgen's: seeded and stratified by class (each class
           gives round(validation_split * its count) files), not the last files of one
           shuffled list; its sizes can differ from Keras's by a file per class. Keras
           needs `seed` only when shuffling; so does this function (seed 0 then splits).
         - `shuffle=True` draws a new order every epoch from (seed, epoch), over the whole
-          subset (Keras shuffles once, then within a buffer of 8 batches).
-        - `batch_size=None` (unbatched samples) is refused: a PyDataset yields batches.
-        - `data_format="channels_first"` transposes each batch to (n, channels, h, w).
-        - `format` ("tf" or "grain") is checked and has no other effect: the generator
-          is a PyDataset, which every Keras backend reads.
+          subset (Keras shuffles within a buffer of 8 batches, unseeded across passes).
         - `verbose` prints Keras's "Found ..." and "Using ..." lines and shows kerasgen's
           progress bars of slow steps.
         - `interpolation` maps each of Keras's methods to OpenCV's closest (see
           docs/image-folder-generator.md).
     """
-    if label_mode not in LABEL_MODES:
-        _checks.fail("label_mode", "one of 'int', 'categorical', 'binary' or None",
-                     label_mode)
+    _check_keras_arguments(label_mode, format, validation_split, subset, shuffle, seed)
+    if format == "kerasgen" and batch_size is None:
+        _checks.fail("batch_size", "a positive integer with format='kerasgen' (a "
+                     "generator yields batches)", batch_size,
+                     hint="Use format='tf' or 'grain' for single samples")
+    _check_options(options)
     if labels is None or label_mode is None:
         labels, label_mode = None, None
-    if format not in ("tf", "grain"):
-        _checks.fail("format", "'tf' or 'grain' (kerasgen returns a PyDataset either way)",
-                     format)
-    if batch_size is None:
-        _checks.fail("batch_size", "a positive integer", batch_size,
-                     hint="kerasgen generators always yield batches (Keras's "
-                          "batch_size=None yields single samples)")
-    data_format = _data_format(data_format)
-    if subset not in ("training", "validation", "both", None):
-        _checks.fail("subset", "'training', 'validation', 'both' or None", subset)
-    if (validation_split or subset) and not (validation_split and subset):
-        raise ValueError("If `subset` is set, `validation_split` must be set, and "
-                         f"inversely. Received: validation_split={validation_split!r}, "
-                         f"subset={subset!r}.")
-    if validation_split and seed is None:
-        if shuffle:
-            raise ValueError(
-                "`seed` must be given with `validation_split` and shuffle=True, so that "
-                "the training and validation subsets do not overlap. Received: seed=None."
-            )
+    unbatched = batch_size is None
+    if validation_split and seed is None and not shuffle:
         seed = 0  # no shuffling: Keras's split is deterministic; so is this one
-    options = dict(
+    data_format = _data_format(data_format)
+    if data_format == "channels_first":
+        given = options.get("batch_augment")
+        steps = [] if given is None else list(given) if isinstance(given, (list, tuple)) \
+            else [given]
+        options["batch_augment"] = steps + [channels_first]
+    options.update(
         labels=labels, label_mode=label_mode, class_names=class_names,
-        color_mode=color_mode, batch_size=batch_size, image_size=image_size,
-        shuffle=shuffle, seed=seed, interpolation=interpolation, follow_links=follow_links,
-        crop_to_aspect_ratio=crop_to_aspect_ratio, pad_to_aspect_ratio=pad_to_aspect_ratio,
-        verbose=1 if verbose else 0,
-        batch_augment=channels_first if data_format == "channels_first" else None)
+        color_mode=color_mode, batch_size=_unbatched_batch(format) if unbatched else batch_size,
+        image_size=image_size, shuffle=shuffle, interpolation=interpolation,
+        follow_links=follow_links, crop_to_aspect_ratio=crop_to_aspect_ratio,
+        pad_to_aspect_ratio=pad_to_aspect_ratio, verbose=1 if verbose else 0)
     if subset == "both":
-        options.pop("seed")
         train, validation = ImageFolderGenerator.split(
             directory, validation_split=validation_split, seed=seed, **options)
         if verbose:
             _found(train, train.num_samples + validation.num_samples)
             print(f"Using {train.num_samples} files for training.")
             print(f"Using {validation.num_samples} files for validation.")
-        return train, validation
+        return _returned(train, format, unbatched), _returned(validation, format, unbatched)
     gen = ImageFolderGenerator(directory, validation_split=validation_split or None,
-                               subset=subset, **options)
+                               subset=subset, seed=seed, **options)
     if verbose:
         _found(gen, gen._files_found)
         if subset is not None:
             print(f"Using {gen.num_samples} files for {subset}.")
-    return gen
+    return _returned(gen, format, unbatched)
+
+
+def _unbatched_batch(format):
+    """The generator's batch size behind batch_size=None: batches of 32 unbatched by
+    tf.data, single samples for grain (any size gives the same samples in the same order:
+    augmentation draws are keyed by the sample's position in the epoch)."""
+    return 1 if format == "grain" else 32
+
+
+def _check_keras_arguments(label_mode, format, validation_split, subset, shuffle, seed):
+    """Keras's own checks of these arguments (`dataset_utils.check_validation_split_arg`
+    for the split), in Keras's order, with kerasgen's messages."""
+    if label_mode not in LABEL_MODES:
+        _checks.fail("label_mode", "one of 'int', 'categorical', 'binary' or None",
+                     label_mode)
+    if format not in FORMATS:
+        _checks.fail("format", "'tf' (a tf.data.Dataset), 'grain' (a grain.IterDataset) "
+                     "or 'kerasgen' (the kg.ImageFolderGenerator)", format)
+    if validation_split and not (isinstance(validation_split, numbers.Real)
+                                 and 0 < validation_split < 1):
+        _checks.fail("validation_split", "a fraction between 0 and 1 (exclusive), or "
+                     "None", validation_split)
+    if (validation_split or subset) and not (validation_split and subset):
+        raise ValueError("If `subset` is set, `validation_split` must be set, and "
+                         f"inversely. Received: validation_split={validation_split!r}, "
+                         f"subset={subset!r}.")
+    if subset not in ("training", "validation", "both", None):
+        _checks.fail("subset", "'training', 'validation', 'both' or None", subset)
+    if validation_split and shuffle and seed is None:
+        raise ValueError(
+            "`seed` must be given with `validation_split` and shuffle=True, so that "
+            "the training and validation subsets do not overlap. Received: seed=None."
+        )
+
+
+def _check_options(options):
+    """Options beyond Keras's signature must be the generator's own arguments."""
+    unknown = {name: value for name, value in options.items() if name not in _OPTIONS}
+    if unknown:
+        import difflib
+
+        hints = [f"`{name}`: did you mean `{close[0]}`?" for name in unknown
+                 for close in [difflib.get_close_matches(name, sorted(_OPTIONS), n=1)]
+                 if close]
+        raise TypeError(" ".join(
+            [f"image_dataset_from_directory() got unexpected keyword argument"
+             f"{'s' if len(unknown) > 1 else ''} {', '.join(map(repr, unknown))}. Beyond "
+             "Keras's arguments it takes kg.ImageFolderGenerator's: "
+             f"{', '.join(sorted(_OPTIONS))}."] + hints))
+
+
+def _generator_arguments():
+    """The keyword arguments of kg.ImageFolderGenerator beyond Keras's signature."""
+    from kerasgen.base import Generator
+
+    names = set()
+    for init in (ImageFolderGenerator.__init__, Generator.__init__):
+        names |= {name for name, p in inspect.signature(init).parameters.items()
+                  if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
+    keras_names = set(inspect.signature(image_dataset_from_directory).parameters)
+    return frozenset(names - keras_names - {"self", "num_samples"})
+
+
+def _returned(gen, format, unbatched):
+    """What Keras returns for `format`, made from `gen`, with Keras's attributes."""
+    if format == "kerasgen":
+        return gen
+    if format == "tf":
+        from kerasgen import _tfdata
+
+        dataset = _tfdata.pass_dataset(gen, unbatch=unbatched)
+    else:
+        from kerasgen import _grain
+
+        dataset = _grain.epoch_dataset(gen, unbatch=unbatched)
+    dataset.class_names = gen.class_names
+    dataset.file_paths = list(gen.file_paths)
+    dataset.generator = gen
+    return dataset
 
 
 def _found(gen, total):
@@ -186,3 +300,6 @@ def channels_first(x: np.ndarray, y: np.ndarray | None,
                    rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray | None]:
     """A batch_augment step: (n, h, w, c) images -> (n, c, h, w)."""
     return np.ascontiguousarray(np.moveaxis(x, -1, 1)), y
+
+
+_OPTIONS = _generator_arguments()

@@ -52,8 +52,9 @@ def show_batch(gen: Generator, n: int = 16, path: StrPath = "preview.png",
     """Writes a grid of the first `n` samples of batch `batch_index` (augmented as
     training sees them) with their class names; masks are overlaid in mask mode.
     Returns `path`."""
-    batch = gen[batch_index]
-    x, y = batch[0], (batch[1] if len(batch) > 1 else None)
+    from keras.utils import unpack_x_y_sample_weight
+
+    x, y, _ = unpack_x_y_sample_weight(gen[batch_index])  # x alone when unlabeled
     return draw_batch(x, y, gen, path, n, columns,
                       f"{type(gen).__name__}: epoch {gen.epoch}, batch {batch_index}")
 

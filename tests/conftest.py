@@ -21,6 +21,8 @@ BACKEND_SUITE = {
     "test_contract.py": "the contract over every generator kind",
     "test_sampler_contract.py": "the contract over every sampler",
     "test_order.py": "epoch order and resume state",
+    "test_keras_peer.py": "Keras's own tests of image_dataset_from_directory, every backend",
+    "test_keras_io_examples.py": "keras.io's examples as written, on the backend they run on",
 }
 TENSORFLOW_ONLY = {
     "test_tfrecord.py": "TFRecordGenerator parses records with TensorFlow's Example proto",

@@ -34,7 +34,7 @@ def photos(tmp_path):
 
 
 def predicted(gen):
-    identity = keras.Sequential([keras.Input(gen[0][0].shape[1:]), keras.layers.Identity()])
+    identity = keras.Sequential([keras.Input(gen[0].shape[1:]), keras.layers.Identity()])
     return identity.predict(gen, verbose=0)
 
 
@@ -45,7 +45,7 @@ def test_albumentations_batches_are_identical_with_any_workers(photos, workers):
                                        augment=pipeline(), label_mode=None, dtype="uint8",
                                        **kw)
 
-    reference = np.concatenate([make()[i][0] for i in range(5)])
+    reference = np.concatenate([make()[i] for i in range(5)])
     np.testing.assert_array_equal(predicted(make(**workers)), reference)
     gen = make()
     np.testing.assert_array_equal(gen[2][0], gen[2][0])  # asked twice

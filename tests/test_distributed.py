@@ -80,7 +80,7 @@ def test_shards_are_disjoint_complete_and_equal(seed, num_shards, remainder):
     for epoch in range(3):
         lengths = {len(s) for s in shards}
         assert len(lengths) == 1  # the same number of batches on every shard
-        seen = [[int(v) for i in range(len(s)) for v in s[i][0][:, 0]] for s in shards]
+        seen = [[int(v) for i in range(len(s)) for v in s[i][:, 0]] for s in shards]
         every = [v for part in seen for v in part]
         if remainder == "pad":
             assert set(every) == set(range(53))  # together: every sample
@@ -123,7 +123,7 @@ def test_tf_data_service_distributes_every_sample_exactly_once():
     gen = kg.ArrayGenerator(np.arange(100.0)[:, None], batch_size=8, seed=4)
     dataset = gen.to_tf_dataset(epochs=1).apply(service.distribute(
         processing_mode="distributed_epoch", service=dispatcher.target))
-    seen = sorted(int(v) for x in dataset for v in x[0].numpy()[:, 0])
+    seen = sorted(int(v) for x in dataset for v in x.numpy()[:, 0])
     assert seen == list(range(100))
     assert len(workers) == 2
 
@@ -440,16 +440,16 @@ def test_batch_draws_follow_the_epochs_batch_after_resume_and_in_shards():
     gen = kg.ArrayGenerator(x, batch_size=4, seed=0, batch_augment=noisy)
     resumed = kg.ArrayGenerator(x, batch_size=4, seed=0, batch_augment=noisy)
     resumed.set_state(gen.get_state(batches_done=3))
-    np.testing.assert_array_equal(resumed[0][0], gen[3][0])
+    np.testing.assert_array_equal(resumed[0], gen[3])
     shards = [gen.shard(2, k) for k in range(2)]
-    assert shards[0][0][0][0, 0] != shards[1][0][0][0, 0]
-    np.testing.assert_array_equal(shards[1][0][0], gen[1][0])  # shard 1 reads batch 1
+    assert shards[0][0][0, 0] != shards[1][0][0, 0]
+    np.testing.assert_array_equal(shards[1][0], gen[1])  # shard 1 reads batch 1
 
 
 def test_padding_wraps_however_many_shards():
     gen = kg.ArrayGenerator(np.arange(20.0)[:, None], batch_size=8, seed=1)  # 3 batches
     last = gen.shard(7, 6)
-    assert len(last) == 1 and len(last[0][0]) in (4, 8)
+    assert len(last) == 1 and len(last[0]) in (4, 8)
 
 
 def test_checkpoint_saves_the_training_generator_not_the_validation_one(tmp_path):

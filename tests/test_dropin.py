@@ -50,16 +50,121 @@ def pets(tmp_path):
 
 
 # ----------------------------------------------------------------- image_dataset_from_directory
-def test_signature_is_keras_exactly():
-    ours = inspect.signature(kg.image_dataset_from_directory)
+def test_signature_is_keras_exactly_then_the_generators_options():
+    ours = list(inspect.signature(kg.image_dataset_from_directory).parameters.values())
     theirs = inspect.signature(keras.utils.image_dataset_from_directory)
-    assert [(p.name, p.kind, p.default) for p in ours.parameters.values()] == [
+    assert [(p.name, p.kind, p.default) for p in ours[:-1]] == [
         (p.name, p.kind, p.default) for p in theirs.parameters.values()]
+    assert ours[-1].kind == inspect.Parameter.VAR_KEYWORD  # kerasgen's own options
+
+
+def test_returns_a_tf_data_dataset_with_kerass_attributes_and_the_generator(pets):
+    ds = kg.image_dataset_from_directory(pets, image_size=(8, 10), batch_size=6, seed=2,
+                                         verbose=False)
+    assert isinstance(ds, tf.data.Dataset)
+    assert ds.class_names == ["Cat", "Dog"] and len(ds.file_paths) == 20
+    assert isinstance(ds.generator, kg.ImageFolderGenerator)
+    assert ds.file_paths == ds.generator.file_paths
+    assert int(ds.cardinality()) == 4  # finite and known, as Keras's: fit needs no steps
+    assert ds.element_spec[0].shape.as_list() == [None, 8, 10, 3]
+    # a pass is an epoch: the generator's, byte for byte, and the next pass the next one
+    first = [(x.numpy(), y.numpy()) for x, y in ds]
+    second = [(x.numpy(), y.numpy()) for x, y in ds]
+    for epoch, batches in enumerate([first, second]):
+        view = ds.generator.at_epoch(epoch)
+        for b, (x, y) in enumerate(batches):
+            np.testing.assert_array_equal(x, view[b][0])
+            np.testing.assert_array_equal(y, view[b][1])
+    assert [y.tolist() for _, y in first] != [y.tolist() for _, y in second]
+    again = kg.image_dataset_from_directory(pets, image_size=(8, 10), batch_size=6, seed=2,
+                                            verbose=False)
+    np.testing.assert_array_equal(next(iter(again))[1].numpy(), first[0][1])  # one seed
+
+
+def test_tf_data_methods_and_kerass_element_structure(pets):
+    unlabelled = kg.image_dataset_from_directory(pets, label_mode=None, image_size=8,
+                                                 batch_size=5, verbose=False)
+    batch = next(iter(unlabelled.take(1)))
+    assert isinstance(batch, tf.Tensor) and batch.shape == (5, 8, 8, 3)  # x alone
+    assert unlabelled.class_names is None
+    samples = kg.image_dataset_from_directory(pets, batch_size=None, image_size=8,
+                                              shuffle=False, verbose=False)
+    x, y = next(samples.as_numpy_iterator())
+    assert x.shape == (8, 8, 3) and y.shape == () and int(samples.cardinality()) == 20
+    flipped = samples.map(lambda x, y: (x[:, ::-1], y)).batch(4).prefetch(tf.data.AUTOTUNE)
+    assert sum(len(y) for _, y in flipped.cache()) == 20
+    assert len(list(samples.batch(7).unbatch())) == 20
+
+
+def test_the_generators_options_beyond_kerass_signature(pets):
+    def flip(image, rng):
+        return image[:, ::-1]
+
+    train, val = kg.image_dataset_from_directory(
+        pets, validation_split=0.2, subset="both", seed=3, image_size=8, verbose=False,
+        augment=flip, sampler=kg.samplers.RandomOverSampler(), dtype="uint8", cache=None)
+    assert train.generator.augment is flip and val.generator.augment is None
+    assert isinstance(train.generator.sampler, kg.samplers.RandomOverSampler)
+    x, _ = next(iter(train))
+    assert x.dtype == tf.uint8
+    with pytest.raises(TypeError, match=r"unexpected keyword argument 'augmnet'.*did you "
+                                        r"mean `augment`"):
+        kg.image_dataset_from_directory(pets, augmnet=flip)
+
+
+@pytest.mark.parametrize("options", [dict(workers=2), dict(workers=2,
+                                                            use_multiprocessing=True)],
+                         ids=["threads", "processes"])
+def test_the_dataset_is_made_by_the_generator_its_workers_and_stats(pets, options):
+    ds = kg.image_dataset_from_directory(pets, image_size=6, batch_size=4, seed=4,
+                                         verbose=False, stats=True, **options)
+    plain = kg.image_dataset_from_directory(pets, image_size=6, batch_size=4, seed=4,
+                                            verbose=False, format="kerasgen")
+    for epoch in range(2):
+        batches = [y.numpy() for _, y in ds]
+        expected = [plain.at_epoch(epoch)[b][1] for b in range(len(plain))]
+        np.testing.assert_array_equal(np.concatenate(batches), np.concatenate(expected))
+    if not options.get("use_multiprocessing"):  # stats count this process's batches
+        assert ds.generator.stats()["batches"] >= 10  # made by the generator: it counted
+
+
+def test_the_dataset_resumes_from_a_state_between_epochs(pets):
+    def make():
+        return kg.image_dataset_from_directory(pets, image_size=6, batch_size=4, seed=4,
+                                               verbose=False)
+
+    first = make()
+    for _ in range(2):
+        list(first)
+    state = first.generator.get_state()  # two whole passes: epochs 0 and 1 ended
+    assert state["epoch"] == 2 and state["batch"] == 0
+    resumed = make()
+    resumed.generator.set_state(state)
+    np.testing.assert_array_equal(np.concatenate([y for _, y in resumed]),
+                                  np.concatenate([y for _, y in first]))  # epoch 2 both
+    resumed.generator.set_state(first.generator.get_state(batches_done=2))
+    with pytest.raises(tf.errors.InvalidArgumentError, match="restored mid-epoch"):
+        list(resumed)
+
+
+def test_format_grain_as_kerass_and_kerasgen_for_the_generator(pets):
+    pytest.importorskip("grain", reason="grain is in the test extra: pip install grain")
+    import grain
+
+    ds = kg.image_dataset_from_directory(pets, image_size=6, batch_size=8, seed=1,
+                                         format="grain", verbose=False)
+    assert isinstance(ds, grain.IterDataset) and ds.class_names == ["Cat", "Dog"]
+    first, second = [[y.tolist() for _, y in ds] for _ in range(2)]
+    assert first == second  # as Keras's grain datasets: every pass the same order
+    np.testing.assert_array_equal(next(iter(ds))[0], ds.generator[0][0])
+    gen = kg.image_dataset_from_directory(pets, image_size=6, format="kerasgen",
+                                          verbose=False)
+    assert isinstance(gen, kg.ImageFolderGenerator)
 
 
 def test_keras_tutorial_trains_with_kg_in_place_of_keras_utils(pets, monkeypatch, capsys):
-    """keras-io's "Image classification from scratch", sizes shrunk, calls kept; the
-    tf.data-only lines (.map for augmentation, .prefetch) become the model's layers."""
+    """keras-io's "Image classification from scratch", sizes shrunk, calls kept
+    (tests/keras_io/ runs keras.io's own file)."""
     monkeypatch.chdir(pets.parent)
     image_size = (32, 32)
     batch_size = 8
@@ -75,20 +180,23 @@ def test_keras_tutorial_trains_with_kg_in_place_of_keras_utils(pets, monkeypatch
     assert "Found 20 files belonging to 2 classes." in printed
     assert "Using 16 files for training." in printed
     assert "Using 4 files for validation." in printed
-    assert isinstance(train_ds, kg.ImageFolderGenerator)
+    assert isinstance(train_ds, tf.data.Dataset)
     assert train_ds.class_names == val_ds.class_names == ["Cat", "Dog"]
     assert not set(train_ds.file_paths) & set(val_ds.file_paths)
-    images, labels = train_ds[0]
-    assert images.dtype == np.float32 and images.max() > 1  # 0..255, as Keras's
-    assert labels.dtype == np.int32 and labels.shape == (batch_size,)
+    for images, labels in train_ds.take(1):
+        assert images.dtype == tf.float32 and images.numpy().max() > 1  # 0..255
+        assert labels.dtype == tf.int32 and labels.shape == (batch_size,)
 
     data_augmentation = keras.Sequential([keras.layers.RandomFlip("horizontal"),
                                           keras.layers.RandomRotation(0.1)])
+    train_ds = train_ds.map(lambda img, label: (data_augmentation(img), label),
+                            num_parallel_calls=tf.data.AUTOTUNE)
+    train_ds = train_ds.prefetch(tf.data.AUTOTUNE)
+    val_ds = val_ds.prefetch(tf.data.AUTOTUNE)
 
     def make_model(input_shape, num_classes):
         inputs = keras.Input(shape=input_shape)
-        x = data_augmentation(inputs)
-        x = keras.layers.Rescaling(1.0 / 255)(x)
+        x = keras.layers.Rescaling(1.0 / 255)(inputs)
         x = keras.layers.Conv2D(8, 3, strides=2, padding="same")(x)
         x = keras.layers.BatchNormalization()(x)
         x = keras.layers.Activation("relu")(x)
@@ -109,7 +217,7 @@ def test_keras_tutorial_trains_with_kg_in_place_of_keras_utils(pets, monkeypatch
 
 def test_same_files_labels_and_pixels_as_keras_without_shuffle(pets):
     ours = kg.image_dataset_from_directory(pets, image_size=(16, 20), shuffle=False,
-                                           batch_size=20, verbose=False)
+                                           batch_size=20, verbose=False, format="kerasgen")
     theirs = keras.utils.image_dataset_from_directory(pets, image_size=(16, 20),
                                                       shuffle=False, batch_size=20,
                                                       verbose=False)
@@ -126,19 +234,22 @@ def test_subset_validation_split_and_seed_checks(pets):
                                             seed=1, image_size=8, verbose=False)
     val = kg.image_dataset_from_directory(pets, validation_split=0.2, subset="validation",
                                           seed=1, image_size=8, verbose=False)
-    assert (train.num_samples, val.num_samples) == (16, 4)
-    assert val.shuffle  # a single subset keeps the caller's shuffle, as Keras's
+    assert (len(train.file_paths), len(val.file_paths)) == (16, 4)
+    assert val.generator.shuffle  # a single subset keeps the caller's shuffle, as Keras's
     unshuffled = kg.image_dataset_from_directory(pets, validation_split=0.2, shuffle=False,
                                                  subset="validation", verbose=False)
-    assert unshuffled.num_samples == 4  # Keras needs no seed without shuffling
+    assert len(unshuffled.file_paths) == 4  # Keras needs no seed without shuffling
     for kwargs, match in [
         (dict(validation_split=0.2, subset="both"), "`seed` must be given"),
         (dict(subset="training"), "If `subset` is set, `validation_split` must be set"),
         (dict(validation_split=0.2), "If `subset` is set, `validation_split` must be set"),
         (dict(subset="all", validation_split=0.2), "`subset` must be 'training'"),
         (dict(label_mode="raw"), "`label_mode` must be one of 'int'"),
-        (dict(batch_size=None), "always yield batches"),
-        (dict(format="torch"), "`format` must be 'tf' or 'grain'"),
+        (dict(batch_size=None, format="kerasgen"), "a generator yields batches"),
+        (dict(format="torch"), "`format` must be 'tf' .*, 'grain' .* or 'kerasgen'"),
+        (dict(validation_split=2, subset="training", seed=1),
+         r"`validation_split` must be a fraction between 0 and 1 .*Received: "
+         r"validation_split=2"),
         (dict(data_format="channels_middle"), "`data_format` must be"),
     ]:
         with pytest.raises(ValueError, match=match):
@@ -147,16 +258,16 @@ def test_subset_validation_split_and_seed_checks(pets):
 
 def test_data_format_format_and_label_mode_none(pets):
     first = kg.image_dataset_from_directory(pets, image_size=(6, 7), batch_size=4,
-                                            data_format="channels_first", format="grain",
-                                            verbose=False)
+                                            data_format="channels_first",
+                                            format="kerasgen", verbose=False)
     x, y = first[0]
     assert x.shape == (4, 3, 6, 7) and x.flags["C_CONTIGUOUS"]
     last = kg.image_dataset_from_directory(pets, image_size=(6, 7), batch_size=4,
                                            seed=first.seed, verbose=False)
-    np.testing.assert_array_equal(np.moveaxis(last[0][0], -1, 1), x)
+    np.testing.assert_array_equal(np.moveaxis(next(iter(last))[0].numpy(), -1, 1), x)
     unlabelled = kg.image_dataset_from_directory(pets, label_mode=None, image_size=8,
-                                                 verbose=False)
-    assert len(unlabelled[0]) == 1 and unlabelled.class_names is None
+                                                 verbose=False, format="kerasgen")
+    assert isinstance(unlabelled[0], np.ndarray) and unlabelled.class_names is None
 
 
 # ----------------------------------------------------------------- labels=
@@ -170,7 +281,7 @@ def test_labels_none_and_a_list_follow_kerass_file_order(tmp_path):
     flat = kg.ImageFolderGenerator(root, labels=None, shuffle=False, image_size=(4, 4),
                                    batch_size=8)
     assert flat.file_paths == theirs.file_paths
-    assert flat.label_mode is None and len(flat[0]) == 1
+    assert flat.label_mode is None and isinstance(flat[0], np.ndarray)
     listed = kg.ImageFolderGenerator(root, labels=[0, 1, 1, 2, 0], shuffle=False,
                                      image_size=(4, 4), batch_size=8)
     assert listed.class_names == ["0", "1", "2"]
@@ -250,7 +361,7 @@ def test_aspect_ratio_matches_keras(tmp_path, flag, shape, size):
     image = smooth_image(*shape)
     write_png(tmp_path / "c" / "0.png", image)
     ours = kg.image_dataset_from_directory(tmp_path, image_size=size, verbose=False,
-                                           **{flag: True})[0][0][0]
+                                           format="kerasgen", **{flag: True})[0][0][0]
     theirs = next(iter(keras.utils.image_dataset_from_directory(
         tmp_path, image_size=size, verbose=False, **{flag: True})))[0][0].numpy()
     assert np.abs(ours - np.clip(theirs, 0, 255)).mean() < 1.0
@@ -413,7 +524,7 @@ LAYERS = [
     ("augment", {"augment"}),
     ("batch", {"_making"}),
     ("feeding", {"_ahead", "_workers", "_feeding", "_keras_compat"}),
-    ("adapter", {"base", "_tfdata"}),
+    ("adapter", {"base", "_tfdata", "_grain"}),
     ("generators", {"generators", "sql", "tfrecord", "image_dataset"}),
     ("around", {"callbacks", "inspection", "cli", "viz", "gpu", "rebalance", "__init__",
                 "__main__"}),

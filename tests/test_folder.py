@@ -116,7 +116,7 @@ def test_flat_folder_for_inference(tmp_path):
         write_image(str(tmp_path / "flat" / f"{i}.png"), seed=i)
     gen = kg.ImageFolderGenerator(tmp_path / "flat", image_size=(4, 4), label_mode=None)
     assert gen.num_samples == 3 and gen.class_names is None and gen.labels is None
-    assert len(gen[0]) == 1 and gen[0][0].shape == (3, 4, 4, 3)
+    assert isinstance(gen[0], np.ndarray) and gen[0].shape == (3, 4, 4, 3)  # x alone
     with pytest.raises(ValueError, match="No class subfolders"):
         kg.ImageFolderGenerator(tmp_path / "flat")
 

@@ -9,8 +9,8 @@ import kerasgen as kg
 def test_any_rank_and_dtype():
     x = np.arange(5 * 4 * 3 * 2, dtype="int64").reshape(5, 4, 3, 2)
     gen = kg.ArrayGenerator(x, batch_size=2, shuffle=False)
-    assert gen[0][0].dtype == np.float32 and gen[0][0].shape == (2, 4, 3, 2)
-    np.testing.assert_array_equal(gen[2][0], x[4:5])
+    assert gen[0].dtype == np.float32 and gen[0].shape == (2, 4, 3, 2)  # x alone
+    np.testing.assert_array_equal(gen[2], x[4:5])
     kept = kg.ArrayGenerator(x, batch_size=2, shuffle=False, dtype=None)[0][0]
     assert kept.dtype == np.int64
 
@@ -174,10 +174,10 @@ def test_x_that_batches_could_not_convert_is_refused_at_construction(x, match):
 def test_x_of_strings_or_objects_that_do_convert_is_still_accepted():
     numeric_text = kg.ArrayGenerator(np.array(["1.5", "2", "3"]), batch_size=3,
                                      shuffle=False)
-    np.testing.assert_array_equal(numeric_text[0][0], np.float32([1.5, 2, 3]))
+    np.testing.assert_array_equal(numeric_text[0], np.float32([1.5, 2, 3]))
     numbers = kg.ArrayGenerator(np.array([1, 2.5, 3], dtype=object), batch_size=3,
                                 shuffle=False)
-    np.testing.assert_array_equal(numbers[0][0], np.float32([1, 2.5, 3]))
+    np.testing.assert_array_equal(numbers[0], np.float32([1, 2.5, 3]))
     text = np.array(["a cat", "a dog", "an owl"])  # for a model that takes strings
     kept = kg.ArrayGenerator(text, np.array([0, 1, 0]), batch_size=3, shuffle=False,
                              dtype=None)
@@ -185,6 +185,6 @@ def test_x_of_strings_or_objects_that_do_convert_is_still_accepted():
     padded = kg.ArrayGenerator(  # an augment that gives every row one shape
         ragged(3, 1, 2), batch_size=3, shuffle=False,
         augment=lambda x, rng: np.pad(x, (0, 3 - len(x))))
-    np.testing.assert_array_equal(padded[0][0], np.float32([[0, 1, 2], [0, 0, 0], [0, 1, 0]]))
+    np.testing.assert_array_equal(padded[0], np.float32([[0, 1, 2], [0, 0, 0], [0, 1, 0]]))
     as_given = kg.ArrayGenerator(ragged(3, 1), batch_size=2, shuffle=False, dtype=None)
-    assert [len(row) for row in as_given[0][0]] == [3, 1]  # dtype=None: rows as they are
+    assert [len(row) for row in as_given[0]] == [3, 1]  # dtype=None: rows as they are

@@ -166,7 +166,7 @@ def test_smote_batches_identical_through_predict_with_workers(workers):
                                  batch_size=10, label_mode=None, **kw)
 
     identity = keras.Sequential([keras.Input((4,)), keras.layers.Identity()])
-    reference = np.concatenate([make()[i][0] for i in range(len(make()))])
+    reference = np.concatenate([make()[i] for i in range(len(make()))])
     np.testing.assert_allclose(identity.predict(make(**workers), verbose=0), reference,
                                rtol=1e-6)
 

@@ -177,7 +177,7 @@ def test_tfrecord_data_crc_is_checked_as_tf_data_does(tmp_path):
                  [{"v": ("float_list", [v])} for v in (0.0, 0.25, 0.5, 1.5, 2.0)])
     clean = kg.TFRecordGenerator(path, {"v": "float"}, shuffle=False, batch_size=5,
                                  verbose=0)
-    assert clean[0][0][:, 0].tolist() == [0.0, 0.25, 0.5, 1.5, 2.0]
+    assert clean[0][:, 0].tolist() == [0.0, 0.25, 0.5, 1.5, 2.0]
     flip(path, struct.pack("<f", 1.5), struct.pack("<f", 1.0))
     with pytest.raises(tf.errors.DataLossError):  # what tf.data says of the same file
         list(tf.data.TFRecordDataset(path))
@@ -196,7 +196,7 @@ def test_tfrecord_image_crc_is_checked_when_the_record_is_read(tmp_path):
     flip(path, pixels, pixels[:20] + bytes([pixels[20] ^ 1]) + pixels[21:])
     gen = kg.TFRecordGenerator(path, {"img": "image"}, image_size=(4, 4), batch_size=2,
                                shuffle=False, verbose=0)  # only record 0 is read here
-    np.testing.assert_array_equal(ids(gen[0][0]), [0, 1])
+    np.testing.assert_array_equal(ids(gen[0]), [0, 1])
     with pytest.raises(ValueError, match=r"images\.tfrecord is corrupt: the data of "
                                          r"record 2 \(byte \d+\) .*CRC32C"):
         gen[1]
@@ -251,7 +251,7 @@ def test_tfrecord_feature_kind_must_match_the_record(kinds_file, kind, found):
             make(kinds_file, key, kind)
         return
     gen = make(kinds_file, key, kind)
-    x = gen[0][0]
+    x = gen[0][0] if kind == "label" else gen[0]  # unlabeled: x alone
     if kind == "image":
         assert x.shape == (2, 5, 5, 3) and (x == 60).all()
     elif kind == "label":

@@ -184,6 +184,7 @@ def test_string_options_are_exactly_the_values_the_code_accepts():
                                                  | set(samplers.UNDER_STRATEGIES))
     hints = typing.get_type_hints(image_dataset.image_dataset_from_directory)
     assert values(hints["label_mode"]) == image_dataset.LABEL_MODES
+    assert values(_typing.DatasetFormat) == image_dataset.FORMATS
 
 
 def test_py_typed_is_in_the_package_and_in_setup_package_data():
@@ -216,8 +217,10 @@ csv = kg.CSVGenerator("list.csv", x_col="path", y_col=["a", "b"], label_mode="mu
                       cache="cache.bin", directory=None)
 ds = kg.image_dataset_from_directory("images", label_mode="categorical")
 pair_train, pair_val = kg.image_dataset_from_directory(
-    "images", validation_split=0.2, subset="both", seed=3)
+    "images", validation_split=0.2, subset="both", seed=3, format="kerasgen")
 skipped: list[str] = pair_train.skipped
+tf_pair = kg.image_dataset_from_directory("images", validation_split=0.2, subset="both",
+                                          seed=3, batch_size=None, cache=None)
 images_sql = kg.SQLGenerator("db.sqlite", "SELECT * FROM t")
 features_sql = kg.SQLGenerator("db.sqlite", "SELECT * FROM t", x_col=["a", "b"])
 records = kg.TFRecordGenerator(["a.tfrecord"], {"image": "image", "label": "label"})
@@ -253,8 +256,10 @@ kg.ArrayGenerator(np.zeros(3), label_mode="one_hot")  # E: 'one_hot'
 kg.CSVGenerator("list.csv", interpolation="cubic")  # E: 'cubic'
 kg.rebalance(np.zeros(3), np.zeros(3), method="smote-nc")  # E: No overload variant of "rebalance"
 name: str = kg.class_weights([0, 1])  # E: dict[int, float]
-reveal_type(kg.image_dataset_from_directory("images"))  # R: ImageFolderGenerator
-both = kg.image_dataset_from_directory("images", validation_split=0.2, subset="both", seed=1)
+one = kg.image_dataset_from_directory("images", format="kerasgen")
+reveal_type(one)  # R: ImageFolderGenerator
+both = kg.image_dataset_from_directory("images", validation_split=0.2, subset="both", seed=1,
+                                       format="kerasgen")
 reveal_type(both)  # R: tuple[kerasgen.generators.ImageFolderGenerator, kerasgen.generators
 reveal_type(kg.SQLGenerator("db", "SELECT 1", ["a"]))  # R: SQLFeatureGenerator
 reveal_type(kg.SQLGenerator("db", "SELECT 1"))  # R: SQLImageGenerator
