@@ -31,7 +31,7 @@ EXTRAS["test"] = sorted(set(
     + EXTRAS["progress"] + EXTRAS["gpu"] + EXTRAS["imbalance"] + EXTRAS["tfrecord"]
     # the peers the tests compare with, and tools the tests use
     + EXTRAS["grain"]
-    + ["imbalanced-learn>=0.12", "cloudpickle>=2", "pytest>=7", "pytest-timeout>=2",
+    + ["imbalanced-learn>=0.12", "pytest>=7", "pytest-timeout>=2",
        "pillow>=9", "ruff>=0.5", "mypy>=1.8"]
     # Keras's own test file (shipped in its wheel) runs on absl; keras.io's examples run
     # as notebook code (IPython), and notebooks are tested in a real kernel
@@ -51,7 +51,8 @@ setup(
     package_data={"kerasgen": ["py.typed"]},  # PEP 561: the package ships its type hints
     python_requires=">=3.9",
     install_requires=["keras>=3.3", "numpy>=1.23", "opencv-python-headless>=4.8",
-                      "pillow>=9"],  # Pillow reads image headers (max_pixels)
+                      "pillow>=9",  # Pillow reads image headers (max_pixels)
+                      "cloudpickle>=2"],  # worker processes: notebook classes, lambdas
     extras_require=EXTRAS,
     entry_points={"console_scripts": ["kerasgen=kerasgen.cli:main"]},
 )

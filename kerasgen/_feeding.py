@@ -3,8 +3,8 @@
 From the generator's `workers`, `use_multiprocessing` and `prefetch`, `Feeding` makes
 each batch in one of four places:
 
-- in the caller's thread, when asked for (workers <= 1 and prefetch=0, and wherever
-  Keras's own pool was kept: see _keras_compat.adopt_adapter);
+- in the caller's thread, when asked for (workers <= 1 and prefetch=0, or inside a
+  daemonic process, which may start none);
 - ahead, on `ahead_threads` threads (`prefetch` batches, workers <= 1: one thread for
   custom subclasses, two for the image generators);
 - ahead, on `workers` threads of the generator's own (workers > 1, in place of Keras's
@@ -40,7 +40,6 @@ class Feeding:
     def __init__(self, generator, ahead=True):
         self.generator = generator
         self.pool = None  # the worker processes, made on their first batch
-        self.keras_pool_kept = False  # Keras's pool makes the batches: none made ahead
         self.view = None  # the generator fixed at the epoch whose batches are made ahead
         self.ahead = self._work_ahead() if ahead else None
 
@@ -77,19 +76,21 @@ class Feeding:
         if self.ahead is not None and self.generator.use_multiprocessing:
             _workers.warm_up()
 
-    def adapted(self, changed):
-        """Hears what _keras_compat.adopt_adapter changed in Keras's adapter."""
-        if changed == "kept pool":  # Keras's pool makes the batches: none made here ahead
-            self.keras_pool_kept = True
-        elif changed == "enqueuer":
-            self.keras_pool_kept = False
+    def prepare(self):
+        """Pickles the generator for its worker processes now (before the first batch), so
+        that what cannot cross processes is an error naming it before training starts."""
+        gen = self.generator
+        if self.ahead is not None and gen.use_multiprocessing and self.pool is None:
+            self.pool = _workers.WorkerPool(gen, gen.workers)
 
     def get(self, index, num_batches):
         """Batch `index` (of `num_batches`) of the generator's current epoch: made ahead
         (then the batches after it are queued) or made now."""
         gen = self.generator
-        if self.ahead is not None and not self.keras_pool_kept:
+        if self.ahead is not None and (not gen.use_multiprocessing or _workers.can_start()):
             return self.ahead.get(gen.epoch, int(index), num_batches)
+        # here, now: no work-ahead, or inside a daemonic process (a worker of Keras's own
+        # pool, driven by hand), which may start no worker process of its own
         return gen._maker.make(gen, index)
 
     def forget(self):
@@ -102,7 +103,6 @@ class Feeding:
         """Forgets the batches made ahead and, as Keras's pool does, ends the worker
         processes: none outlives the epoch."""
         self.forget()
-        self.keras_pool_kept = False
         if self.pool is not None:
             self.pool.stop()
 
@@ -121,12 +121,12 @@ class Feeding:
             self.pool = _workers.WorkerPool(gen, gen.workers)
         order = gen._order
         offset = order.offset if epoch == order.epoch else 0
-        return self.pool.submit(epoch, offset, index, order.seed)
+        return self.pool.submit(epoch, offset, index, order.seed, order.batch_shuffle)
 
-    def worker_batch(self, epoch, offset, index, seed):
+    def worker_batch(self, epoch, offset, index, seed, batch_shuffle):
         """In a worker process (its generator unpickled): batch `index` of `epoch` at
-        resume `offset`, made now."""
+        resume `offset` (in the batch order `batch_shuffle` says), made now."""
         gen = self.generator
-        gen._order.move_to(epoch, offset, seed)
+        gen._order.move_to(epoch, offset, seed, batch_shuffle)
         return gen._maker.make(gen, index)
 

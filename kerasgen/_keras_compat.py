@@ -14,7 +14,11 @@ recognised by the calling frame's function and file name:
   no randomness, but makes the order irreproducible, breaks mid-epoch resume and hides
   from the generator which batch comes next. So when such a generator is asked its length
   by the adapter or enqueuer that is about to shuffle, that shuffle is turned off for the
-  adapter's life. A generator with shuffle=False keeps Keras's.
+  adapter's life. A generator with shuffle=False still gets its batches reordered, as
+  Keras wants, but by kerasgen: the adapter's shuffle is turned off the same way and the
+  generator serves whole batches in an order drawn from (seed, epoch) (EpochOrder's
+  `batch_shuffle`, for that adapter's epochs only), so its work-ahead, worker threads and
+  processes still know which batch comes next, and the order is reproducible.
 - On the TensorFlow backend the adapter wraps the generator in
   `tf.data.Dataset.from_generator(...).prefetch(AUTOTUNE)`, and `fit` without
   `steps_per_epoch` makes a new iterator of it at the start of every epoch, dropping the
@@ -31,9 +35,9 @@ recognised by the calling frame's function and file name:
   next epoch's batch 0, a plain PyDataset's too). A kerasgen generator runs worker
   threads or processes of its own (see _ahead.py, _workers.py), so the adapter's
   enqueuer, made but not started yet, is dropped: the adapter then asks the generator
-  for its batches in order, from one thread, as with workers=1. Only when Keras will ask
-  in a random order of its own (a generator with shuffle=False under fit(shuffle=True))
-  is its pool kept: it alone knows that order.
+  for its batches in order, from one thread, as with workers=1. Keras's pool is never
+  kept: inside its daemonic workers kerasgen could start no process of its own, and its
+  `stop()` waits forever on a pool whose batch raised.
 
 - On the TensorFlow backend a batch that fails inside `fit`, `evaluate` or `predict` (a
   corrupt image, a dead worker process) raises in the generator that
@@ -93,12 +97,12 @@ def adopt_adapter(own_order, own_workers=False):
     """Called from a generator's `num_batches` (frame 1): when its reader (frame 2) is
     Keras's adapter or enqueuer, turns off the adapter's tf.data autotuning, drops its
     unstarted enqueuer when `own_workers` (the generator runs its own worker threads or
-    processes) unless Keras will shuffle the batches itself ("kept pool"),
-    and turns off the batch shuffle it is about to do when `own_order` (the generator
-    orders its epochs); its iterators keep the exception a batch raised, and when the
-    reader is Keras's epoch iterator, that iterator raises it in place of TensorFlow's
-    error. Returns what it changed: "autotune", "shuffle", "enqueuer", "kept pool" or
-    None."""
+    processes), and turns off the batch shuffle it is about to do: a generator that
+    orders its epochs (`own_order`) needs none, any other is told to shuffle its batches
+    itself ("batch shuffle"; "in order" from a reader that does not shuffle). Its
+    iterators keep the exception a batch raised, and when the reader is Keras's epoch
+    iterator, that iterator raises it in place of TensorFlow's error. Returns what it
+    changed: "autotune", "shuffle", "batch shuffle", "in order", "enqueuer" or None."""
     frame = sys._getframe(2)  # 0: here, 1: num_batches, 2: its reader
     code = frame.f_code
     if not code.co_filename.endswith(_ADAPTER_FILE):
@@ -107,20 +111,23 @@ def adopt_adapter(own_order, own_workers=False):
     if owner is None:
         return None
     if code.co_name in _SHUFFLING_READERS:
-        if own_order and getattr(owner, "shuffle", False):
+        if code.co_name == "_run" and not own_order:
+            return None  # Keras's own pool (driven by hand) shuffles for itself
+        # the adapter wants its batches shuffled (or did, before this turned it off)
+        wants = bool(getattr(owner, "shuffle", False) or getattr(owner, _SHUFFLED, False))
+        if wants:
             owner.shuffle = False
-            return "shuffle"
-        return None
+            setattr(owner, _SHUFFLED, True)
+        if own_order:
+            return "shuffle" if wants else None
+        return "batch shuffle" if wants else "in order"
     if code.co_name != "num_batches" or not hasattr(owner, "get_tf_dataset"):
         return None
     changed = None
     enqueuer = getattr(owner, "enqueuer", None)
     if own_workers and enqueuer is not None and not enqueuer.is_running():
-        if own_order or not getattr(owner, "shuffle", False):
-            owner.enqueuer = None  # the generator's own workers serve Keras's order
-            changed = "enqueuer"
-        else:  # Keras will ask in a random order of its own: its pool knows it, keep it
-            changed = "kept pool"
+        owner.enqueuer = None  # the generator's own workers serve the batches, in order
+        changed = "enqueuer"
     if "get_tf_dataset" not in vars(owner):
         owner.get_tf_dataset = _without_autotune(owner.get_tf_dataset)
         owner._get_iterator = _keeping_errors(owner._get_iterator, owner)
@@ -141,6 +148,7 @@ def _without_autotune(get_tf_dataset):
 
 
 _BATCH_ERROR = "_kerasgen_batch_error"  # the adapter attribute holding what it raised
+_SHUFFLED = "_kerasgen_shuffles_batches"  # an adapter whose batch shuffle kerasgen does
 
 
 def _keeping_errors(get_iterator, adapter):

@@ -79,6 +79,9 @@ class EpochOrder:
         self.epoch = 0
         self.offset = 0  # batches of the current epoch skipped on a mid-epoch resume
         self.shard = None  # (num_shards, index, remainder) or None
+        # whole batches served in an order drawn from (seed, epoch): Keras's batch shuffle
+        # of fit(shuffle=True), done here for it (see _keras_compat.adopt_adapter)
+        self.batch_shuffle = False
         self._cache = None  # (epoch, Plan) of the epoch planned last
         self._source = None
         self.file_paths = None  # set by generators whose samples are files
@@ -132,6 +135,10 @@ class EpochOrder:
         """The batch of the epoch's plan that local batch `index` reads."""
         index += self.offset
         if self.shard is None:
+            if self.batch_shuffle:
+                total = self.epoch_batches()
+                index = int(seeding.rng(self.seed, seeding.BATCH_ORDER, self.epoch)
+                            .permutation(total)[index])
             return index
         num_shards, shard_index, _ = self.shard
         return (index * num_shards + shard_index) % self.epoch_batches()  # padding wraps
@@ -148,11 +155,11 @@ class EpochOrder:
         self.epoch += 1
         self.offset = 0
 
-    def move_to(self, epoch, offset, seed):
+    def move_to(self, epoch, offset, seed, batch_shuffle=False):
         """Serve batches of `epoch` at resume `offset` with `seed` (a worker process)."""
         if seed != self.seed:
             self.seed, self._cache = seed, None
-        self.epoch, self.offset = epoch, offset
+        self.epoch, self.offset, self.batch_shuffle = epoch, offset, batch_shuffle
 
     def at_epoch(self, epoch):
         """A copy serving `epoch` (from its start, or where this one stands in it)."""

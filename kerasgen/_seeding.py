@@ -17,6 +17,7 @@ SAMPLER = 2
 AUGMENT = 3
 SKIP = 4
 BATCH_AUGMENT = 5
+BATCH_ORDER = 6  # the batch shuffle of fit(shuffle=True), done for Keras (_keras_compat)
 
 
 def resolve_seed(seed, name="seed"):

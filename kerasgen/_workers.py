@@ -7,9 +7,16 @@ batch of 64 photos at 180x180 is 25 MB pickled, piped and unpickled) and forks t
 training process, TensorFlow's or JAX's threads included. Here:
 
 - Workers start with forkserver (spawn where there is none), never as a fork of the
-  training process. They do not run the user's script: the parent's `__main__` is imported
-  in a worker only when the generator's pickle names it (a generator class defined in the
-  script), as spawn would, and that needs the script's `if __name__ == "__main__":` guard.
+  training process. They never run the user's script: the generator reaches them pickled
+  by reference where a worker can import what it names (classes and functions of
+  modules), and by value (cloudpickle) where it cannot: anything of `__main__` (a
+  notebook cell, a script, stdin, `python -c`), a class defined inside a function, a
+  lambda or closure. So no `if __name__ == "__main__":` guard is needed, and a notebook's
+  classes work. What cannot be pickled either way is an error naming the attribute,
+  raised before the first batch (`pickle_generator`).
+- Workers ignore SIGINT: an interrupt (Ctrl-C, a notebook's stop button, which signals
+  the kernel's process group) reaches the training loop, which ends them; a parent that
+  is gone ends them at their next read of the pipe, without a traceback.
 - A worker writes each batch into a slot: anonymous shared memory (memfd, or an unlinked
   temporary file), mapped by both processes, its file descriptor passed once over the
   worker's pipe. Only the batch's layout (offsets, dtypes, shapes) crosses the pipe, and
@@ -92,9 +99,7 @@ class WorkerPool:
 
     def __init__(self, generator, count):
         self.count = count
-        with _shm.passing_fds([]) as fds:  # shared caches pass their memory along
-            self.payload = pickle.dumps(generator, protocol=pickle.HIGHEST_PROTOCOL)
-        self.fds = fds
+        self.payload, self.fds = pickle_generator(generator)
         self.name = type(generator).__name__
         self.lock = threading.Lock()
         self.slots = []
@@ -112,7 +117,7 @@ class WorkerPool:
     def crew(self, crew):
         self._crew[0] = crew
 
-    def submit(self, epoch, offset, index, seed):
+    def submit(self, epoch, offset, index, seed, batch_shuffle=False):
         future = Future()
         future.set_running_or_notify_cancel()
         with self.lock:
@@ -123,7 +128,7 @@ class WorkerPool:
                 self.crew = _Crew(self)
             slot = self._free_slot()
             slot.busy = True
-            self.crew.send(future, slot, (epoch, offset, index, seed))
+            self.crew.send(future, slot, (epoch, offset, index, seed, batch_shuffle))
         return future
 
     def stop(self):
@@ -151,6 +156,46 @@ class WorkerPool:
         """Notes that a batch needed `needed` bytes: later slots are that big."""
         with self.lock:
             self.slot_size = max(self.slot_size, -(-needed // mmap.PAGESIZE) * mmap.PAGESIZE)
+
+
+def pickle_generator(generator):
+    """(payload, file descriptors of the shared caches it names): `generator` pickled for
+    the worker processes, by reference, or by value (cloudpickle) where a worker could
+    not import what the pickle names (see the module docstring). A TypeError naming the
+    attributes that neither can pickle."""
+    import cloudpickle
+
+    with _shm.passing_fds([]) as fds:  # shared caches pass their memory along
+        try:
+            payload = pickle.dumps(generator, protocol=pickle.HIGHEST_PROTOCOL)
+        except (pickle.PicklingError, AttributeError, TypeError):
+            payload = None  # a lambda, a local class: by value
+        if payload is None or b"__main__" in payload:
+            try:
+                payload = cloudpickle.dumps(generator, protocol=pickle.HIGHEST_PROTOCOL)
+            except Exception as error:  # noqa: BLE001 - named, with what to do
+                raise _unpicklable(generator, error) from error
+    return payload, fds
+
+
+def _unpicklable(generator, error):
+    import cloudpickle
+
+    names = []
+    for name, value in generator.__getstate__().items():  # what pickling sends
+        try:
+            cloudpickle.dumps(value)
+        except Exception:  # noqa: BLE001 - any failure names the attribute
+            names.append(name)
+    cls = type(generator).__name__
+    what = (f"its attribute{'s' if len(names) > 1 else ''} "
+            f"{', '.join(repr(n) for n in names)}" if names else "it")
+    return TypeError(
+        f"{cls} cannot be sent to worker processes (use_multiprocessing=True): {what} "
+        f"cannot be pickled ({type(error).__name__}: {error}). Open files, locks, "
+        "database connections and models cannot cross processes: create them in "
+        "load_sample (once per process), or use worker threads "
+        "(use_multiprocessing=False).")
 
 
 def _stop_crew(box):
@@ -188,11 +233,10 @@ class _Crew:
         self.next_task = 0
         self.stopping = False
         ctx = context()
-        main = _main_path()
         with _main_hidden():
             for number in range(self.count):
                 ours, theirs = multiprocessing.Pipe(duplex=True)
-                process = ctx.Process(target=_serve, args=(theirs, main),
+                process = ctx.Process(target=_serve, args=(theirs,),
                                       name=f"kerasgen-worker-{number}", daemon=True)
                 process.start()
                 theirs.close()
@@ -297,7 +341,7 @@ class _Crew:
             owed, self.owed[worker] = self.owed[worker], {}
             with contextlib.suppress(ReferenceError):
                 self.pool.broken = error
-        for future, slot, (epoch, _, index, _) in owed.values():
+        for future, slot, (epoch, _, index, *_) in owed.values():
             slot.busy = False
             future.set_exception(RuntimeError(
                 f"{error} It was making batch {index} of epoch {epoch}."))
@@ -367,46 +411,20 @@ def _main_hidden():
         main.__dict__.update(saved)
 
 
-def _main_path():
-    main = sys.modules["__main__"]
-    spec = getattr(main, "__spec__", None)
-    if spec is not None and spec.name:
-        return ("name", spec.name)
-    path = getattr(main, "__file__", None)
-    return ("path", os.path.abspath(path)) if path else None
-
-
-def _import_main(main):
-    """Imports the parent's script as `__mp_main__`, as spawn does (its guarded part does
-    not run)."""
-    from multiprocessing import spawn
-
-    if main is None:
-        return
-    kind, where = main
-    if kind == "name":
-        spawn._fixup_main_from_name(where)
-    else:
-        spawn.import_main_path(where)
-
-
-def _serve(conn, main):
+def _serve(conn):
     """A worker process: makes the batches asked for until told to stop."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent ends us (module docstring)
     payload = conn.recv_bytes()
     fds = [reduction.recv_handle(conn) for _ in range(conn.recv())]
     generator, failed = None, None
     try:
-        if b"__main__" in payload:
-            _import_main(main)
         with _shm.passing_fds(fds):
             generator = pickle.loads(payload)  # it works nothing ahead: see _feeding
     except Exception as error:  # noqa: BLE001 - any failure is every task's error
         failed = error
         if hasattr(error, "add_note"):
             error.add_note("kerasgen: a worker process could not rebuild the generator from "
-                           "its pickle. A generator class must be importable: defined at "
-                           "the top level of a module, or of the script run, which then "
-                           "needs its `if __name__ == '__main__':` guard.")
+                           "its pickle (a module it names may not be importable there).")
     slots = {}
     while True:
         try:
@@ -420,11 +438,12 @@ def _serve(conn, main):
             slots[message[1]] = np.frombuffer(mmap.mmap(fd, message[2]), np.uint8)
             os.close(fd)
             continue
-        _, task_id, slot, epoch, offset, index, seed = message
+        _, task_id, slot, epoch, offset, index, seed, batch_shuffle = message
         try:
             if failed is not None:
                 raise failed
-            batch = generator._feeding.worker_batch(epoch, offset, index, seed)
+            batch = generator._feeding.worker_batch(epoch, offset, index, seed,
+                                                    batch_shuffle)
             layout, needed = _layout(batch)
             memory = slots[slot]
             if needed <= len(memory):

@@ -202,7 +202,8 @@ class Generator(PyDataset):
     @seed.setter
     def seed(self, seed: int | None) -> None:
         order = self._order
-        order.move_to(order.epoch, order.offset, seeding.resolve_seed(seed))
+        order.move_to(order.epoch, order.offset, seeding.resolve_seed(seed),
+                      order.batch_shuffle)
         self._feeding.forget()
 
     @property
@@ -241,7 +242,12 @@ class Generator(PyDataset):
         own_order = self.shuffle or self.sampler is not None
         changed = _keras_compat.adopt_adapter(own_order,
                                               own_workers=self._feeding.own_workers)
-        self._feeding.adapted(changed)
+        if changed in ("batch shuffle", "in order"):  # Keras's fit(shuffle=...), done here
+            shuffled = changed == "batch shuffle"
+            if shuffled != self._order.batch_shuffle:
+                self._order.batch_shuffle = shuffled
+                self._feeding.forget()
+        self._feeding.prepare()
         if own_order and _keras_compat.in_predict():
             self._warn_predict_order()
         return len(self)
@@ -334,6 +340,7 @@ class Generator(PyDataset):
             return
         self._short_epoch_done = self._order.offset > 0 and self._epoch_open
         self._epoch_open = False
+        self._order.batch_shuffle = False  # an adapter's next epoch asks for it anew
         self._order.next_epoch()
         self._feeding.epoch_ended()
 

@@ -23,6 +23,8 @@ BACKEND_SUITE = {
     "test_order.py": "epoch order and resume state",
     "test_keras_peer.py": "Keras's own tests of image_dataset_from_directory, every backend",
     "test_keras_io_examples.py": "keras.io's examples as written, on the backend they run on",
+    "test_worker_matrix.py": "worker threads and processes under every fit and adapter mode",
+    "test_notebook.py": "worker processes in a real Jupyter kernel",
 }
 TENSORFLOW_ONLY = {
     "test_tfrecord.py": "TFRecordGenerator parses records with TensorFlow's Example proto",

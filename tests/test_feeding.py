@@ -424,15 +424,27 @@ def test_a_killed_worker_process_ends_fit_with_an_error_naming_it():
     assert not worker_pids() - before  # the other worker ended too
 
 
-def test_keras_pool_is_kept_where_keras_shuffles_the_batches_itself(image_folder):
-    """A shuffle=False generator under fit(shuffle=True): Keras alone knows its random
-    batch order, so its thread pool makes the batches (none made here ahead)."""
-    gen = folder_gen(image_folder, workers=2, shuffle=False)
+def test_kerasgen_does_kerass_batch_shuffle_for_a_shuffle_false_generator(image_folder):
+    """A shuffle=False generator under fit(shuffle=True): Keras's pool is not kept (its
+    daemonic workers could start none of kerasgen's, and its stop() hangs on a batch that
+    raised); the generator serves whole batches in an order drawn from (seed, epoch)."""
+    def make():
+        return kg.ImageFolderGenerator(image_folder, image_size=(8, 8), batch_size=2,
+                                       label_mode="int", workers=2, shuffle=False, seed=3)
+
+    gen = make()
     adapter = get_data_adapter(gen, shuffle=True)
     assert adapter.num_batches == len(gen)
-    assert adapter.enqueuer is not None and gen._feeding.keras_pool_kept
-    model = recorder()
-    model.fit(gen, epochs=2, verbose=0)  # Keras's default shuffle=True
-    seen = by_epoch([b for _, b in model.seen], len(gen))
-    for epoch in seen:  # every sample once per epoch, in Keras's order of the batches
+    assert adapter.enqueuer is None
+    runs = []
+    for _ in range(2):
+        model, fitted = recorder(), make()
+        model.fit(fitted, epochs=2, verbose=0)
+        runs.append(by_epoch([b for _, b in model.seen], len(gen)))
+    in_order = [ids(gen[b][0]).tolist() for b in range(len(gen))]
+    for epoch in runs[0]:  # every sample once per epoch, each batch a batch in order
         assert sorted(i for batch in epoch for i in batch) == list(range(gen.num_samples))
+        assert sorted(epoch) == sorted(in_order) and epoch != in_order
+    assert runs[0] == runs[1]  # reproducible: drawn from (seed, epoch), not `random`
+    assert runs[0][0] != runs[0][1]  # a new batch order every epoch
+    assert [ids(fitted[b][0]).tolist() for b in range(len(gen))] == in_order  # after fit
