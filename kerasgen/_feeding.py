@@ -100,11 +100,12 @@ class Feeding:
             self.ahead.reset()
 
     def epoch_ended(self):
-        """Forgets the batches made ahead and, as Keras's pool does, ends the worker
-        processes: none outlives the epoch."""
+        """Forgets the batches made ahead; the worker processes end unless the next epoch
+        begins within a few seconds (WorkerPool.stop_later): none outlives `fit` by
+        more."""
         self.forget()
         if self.pool is not None:
-            self.pool.stop()
+            self.pool.stop_later()
 
     def _make_ahead(self, epoch, index):
         """Batch `index` of `epoch`, made on a view fixed at that epoch (so that Keras's

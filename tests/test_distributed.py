@@ -249,6 +249,7 @@ def test_no_worker_processes_are_left_after_fit(image_folder):
         on_train_batch_end=lambda batch, logs: during.append(worker_pids() - before))
     model.fit(gen, epochs=2, verbose=0, callbacks=[watch])
     assert max(len(pids) for pids in during) == 2  # kerasgen's own two workers
+    assert len(set().union(*during)) == 2  # the same two in both epochs: kept, not restarted
     deadline = time.time() + 20
     while time.time() < deadline:
         multiprocessing.active_children()  # reaps finished children
