@@ -1,10 +1,11 @@
 """The `kerasgen` command line: `preview`, `inspect` and `bench` (also `python -m kerasgen`).
 
-    kerasgen preview DIR --out preview.png [--augment]
+    kerasgen --version
+    kerasgen preview DIR --out preview.png [--image-size 128x128] [--augment]
     kerasgen inspect DIR|CSV [--label-mode int|multi_label] [--label-delimiter '|'] [--json]
                      [--max-pixels N|none]
-    kerasgen bench DIR|CSV --image-size 224 --batch-size 32 [--workers N]
-                   [--cache none|auto|memory|PATH] [--max-pixels N|none]
+    kerasgen bench DIR|CSV --image-size 224 (or 224x224, 224,224) --batch-size 32
+                   [--workers N] [--cache none|auto|memory|PATH] [--max-pixels N|none]
 
 Imports happen inside each command: `--help`, `preview` and `inspect` never import Keras
 (nor TensorFlow, its start-up time and log lines); `bench` runs Keras's own loop.
@@ -12,6 +13,7 @@ Imports happen inside each command: `--help`, `preview` and `inspect` never impo
 
 import argparse
 import os
+import re
 import sys
 
 
@@ -19,10 +21,11 @@ def _preview(args):
     from kerasgen import augment, viz
 
     transform = augment.typical(args.image_size) if args.augment else None
-    batch = PreviewBatch(args.directory, (args.image_size,) * 2, args.n, args.seed,
-                          transform)
+    batch = PreviewBatch(args.directory, args.image_size, args.n, args.seed, transform)
+    shown = ("augmented with kg.augment.typical (as training sees them)" if args.augment
+             else "as decoded and resized, no augmentation")
     viz.draw_batch(batch.x, batch.y, batch, args.out, args.n,
-                   title=f"{args.directory}: seed {args.seed}, first batch")
+                   title=f"{args.directory}: seed {args.seed}, first batch, {shown}")
     print(f"wrote {args.out}: {len(batch.x)} samples of "
           f"{batch.num_samples} in {len(batch.class_names)} classes")
     return 0
@@ -86,7 +89,7 @@ def _bench(args):
 
     from kerasgen.generators import CSVGenerator, ImageFolderGenerator
 
-    common = dict(image_size=(args.image_size,) * 2, batch_size=args.batch_size,
+    common = dict(image_size=args.image_size, batch_size=args.batch_size,
                   workers=args.workers, use_multiprocessing=args.processes,
                   cache=None if args.cache == "none" else args.cache, dtype=args.dtype,
                   stats=True, label_mode=None, max_pixels=args.max_pixels,
@@ -95,7 +98,7 @@ def _bench(args):
         gen = ImageFolderGenerator(args.source, **common)
     else:
         gen = CSVGenerator(args.source, x_col=args.x_col, directory=args.directory, **common)
-    shape = (args.image_size, args.image_size, 3)
+    shape = args.image_size + (3,)
     model = keras.Sequential([keras.Input(shape), keras.layers.GlobalAveragePooling2D()])
     rows = []
     for epoch in range(args.epochs):
@@ -107,14 +110,16 @@ def _bench(args):
         rows.append({"epoch": epoch, "seconds": round(seconds, 3),
                      "images_per_s": round(gen.num_samples / seconds, 1),
                      "stages_s": stats["stages_s"] if stats["batches"] else None})
-    result = {"source": args.source, "images": gen.num_samples, "image_size": args.image_size,
+    result = {"source": args.source, "images": gen.num_samples,
+              "image_size": list(args.image_size),
               "batch_size": args.batch_size, "workers": args.workers,
               "processes": args.processes, "cache": args.cache, "dtype": args.dtype,
               "epochs": rows}
     if args.json:
         print(json.dumps(result, indent=2))
         return 0
-    print(f"{args.source}: {gen.num_samples} images -> {args.image_size}x{args.image_size}, "
+    height, width = args.image_size
+    print(f"{args.source}: {gen.num_samples} images -> {height}x{width}, "
           f"batch {args.batch_size}, workers {args.workers}"
           f"{' (processes)' if args.processes else ''}, cache {args.cache}, {args.dtype}")
     for row in rows:
@@ -125,6 +130,21 @@ def _bench(args):
         print(f"  epoch {row['epoch']}: {row['images_per_s']:8.1f} images/s "
               f"({row['seconds']:.2f} s)  {detail}")
     return 0
+
+
+def _image_size(text):
+    """--image-size: 224, 224x224 or 224,224 (height, width)."""
+    parts = [part for part in re.split(r"[xX, ]+", text.strip()) if part]
+    try:
+        values = [int(part) for part in parts]
+    except ValueError:
+        values = []
+    if len(values) == 1:
+        values *= 2
+    if len(values) != 2 or min(values) <= 0:
+        raise argparse.ArgumentTypeError(
+            f"must be a size such as 224, 224x224 or 224,224 (height, width), not {text!r}")
+    return tuple(values)
 
 
 def _max_pixels(text):
@@ -140,26 +160,34 @@ def _max_pixels(text):
     return value
 
 
-MAX_PIXELS_HELP = ("images whose header declares more pixels are refused (default "
-                   "89478485, Pillow's decompression-bomb limit; 'none': no limit)")
+MAX_PIXELS_HELP = ("images whose header declares more pixels are refused (Pillow's "
+                   "decompression-bomb limit; 'none': no limit)")
+IMAGE_SIZE_HELP = "size every image is resized to: 224, 224x224 or 224,224 (height, width)"
 
 
 def main(argv=None):
+    from kerasgen import __version__
+
     parser = argparse.ArgumentParser(prog="kerasgen", description="kerasgen tools")
+    parser.add_argument("--version", action="version", version=f"kerasgen {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
+    defaults = argparse.ArgumentDefaultsHelpFormatter  # every option's help shows its default
     preview = commands.add_parser(
-        "preview", help="write a grid of samples of an image folder, with class names")
+        "preview", help="write a grid of samples of an image folder, with class names",
+        formatter_class=defaults)
     preview.add_argument("directory", help="image folder, one subfolder per class")
     preview.add_argument("--out", default="preview.png", help="PNG file to write")
     preview.add_argument("-n", type=int, default=16, help="number of samples")
-    preview.add_argument("--image-size", type=int, default=128)
-    preview.add_argument("--seed", type=int, default=0)
+    preview.add_argument("--image-size", type=_image_size, default=(128, 128),
+                         help=IMAGE_SIZE_HELP)
+    preview.add_argument("--seed", type=int, default=0, help="seed of the order and draws")
     preview.add_argument("--augment", action="store_true",
                          help="apply a typical augmentation (needs albumentations)")
     preview.set_defaults(run=_preview)
 
     inspect = commands.add_parser(
-        "inspect", help="class counts, imbalance, image sizes and formats, corrupt files")
+        "inspect", help="class counts, imbalance, image sizes and formats, corrupt files",
+        formatter_class=defaults)
     inspect.add_argument("source", help="image folder (one subfolder per class) or CSV file")
     inspect.add_argument("--x-col", default="filename", help="CSV column of image paths")
     inspect.add_argument("--y-col", default="label", help="CSV column of labels")
@@ -167,10 +195,9 @@ def main(argv=None):
     inspect.add_argument("--label-mode", default="int",
                          choices=["int", "categorical", "binary", "multi_label"],
                          help="multi_label: count each label of a CSV cell split at "
-                              "--label-delimiter (default int: one class per cell)")
+                              "--label-delimiter (int: one class per cell)")
     inspect.add_argument("--label-delimiter", default="|",
-                         help="separates the labels of one CSV cell (default '|'; '' for "
-                              "none)")
+                         help="separates the labels of one CSV cell ('' for none)")
     inspect.add_argument("--encoding", default="utf-8", help="the CSV file's text encoding")
     inspect.add_argument("--max-pixels", type=_max_pixels, default=89_478_485,
                          help=MAX_PIXELS_HELP)
@@ -178,17 +205,22 @@ def main(argv=None):
     inspect.set_defaults(run=_inspect)
 
     bench = commands.add_parser(
-        "bench", help="images/s and where the time goes, to tune workers and cache")
+        "bench", help="images/s and where the time goes, to tune workers and cache",
+        formatter_class=defaults)
     bench.add_argument("source", help="image folder or CSV file")
-    bench.add_argument("--image-size", type=int, default=224)
-    bench.add_argument("--batch-size", type=int, default=32)
-    bench.add_argument("--workers", type=int, default=1)
+    bench.add_argument("--image-size", type=_image_size, default=(224, 224),
+                       help=IMAGE_SIZE_HELP)
+    bench.add_argument("--batch-size", type=int, default=32, help="samples per batch")
+    bench.add_argument("--workers", type=int, default=1,
+                       help="worker threads (worker processes with --processes)")
     bench.add_argument("--processes", action="store_true",
                        help="worker processes (use_multiprocessing=True)")
     bench.add_argument("--cache", default="auto",
                        help="'auto' (the generators' default), 'none', 'memory' or a file path")
-    bench.add_argument("--dtype", default="float32", choices=["float32", "float16", "uint8"])
-    bench.add_argument("--epochs", type=int, default=2, help="passes (2: see the cache work)")
+    bench.add_argument("--dtype", default="float32", choices=["float32", "float16", "uint8"],
+                       help="the batches' dtype (uint8: a quarter of the bytes)")
+    bench.add_argument("--epochs", type=int, default=2,
+                       help="passes (two or more show the cache at work)")
     bench.add_argument("--x-col", default="filename", help="CSV column of image paths")
     bench.add_argument("--directory", default=None, help="folder CSV paths are relative to")
     bench.add_argument("--max-pixels", type=_max_pixels, default=89_478_485,
