@@ -82,6 +82,7 @@ class EpochOrder:
         # whole batches served in an order drawn from (seed, epoch): Keras's batch shuffle
         # of fit(shuffle=True), done here for it (see _keras_compat.adopt_adapter)
         self.batch_shuffle = False
+        self._batch_permutation = None  # ((seed, epoch, batches), permutation)
         self._cache = None  # (epoch, Plan) of the epoch planned last
         self._source = None
         self.file_paths = None  # set by generators whose samples are files
@@ -136,12 +137,20 @@ class EpochOrder:
         index += self.offset
         if self.shard is None:
             if self.batch_shuffle:
-                total = self.epoch_batches()
-                index = int(seeding.rng(self.seed, seeding.BATCH_ORDER, self.epoch)
-                            .permutation(total)[index])
+                index = int(self._batch_order()[index])
             return index
         num_shards, shard_index, _ = self.shard
         return (index * num_shards + shard_index) % self.epoch_batches()  # padding wraps
+
+    def _batch_order(self):
+        """The batch shuffle's permutation of this epoch's batches, drawn once per
+        (seed, epoch) from (seed, epoch) alone."""
+        key = (self.seed, self.epoch, self.epoch_batches())
+        cached = self._batch_permutation
+        if cached is None or cached[0] != key:
+            rng = seeding.rng(self.seed, seeding.BATCH_ORDER, self.epoch)
+            cached = self._batch_permutation = (key, rng.permutation(key[2]))
+        return cached[1]
 
     def batch(self, index):
         """(batch number in the whole epoch, indices, partners or None, lams or None) of

@@ -13,9 +13,8 @@ is byte-identical to `gen[b]` at epoch e.
   (seed, epoch); the pass that serves its last batch ends that epoch (`on_epoch_end`),
   so after `fit(ds, epochs=n)` the generator stands at epoch n, as after `fit(gen)`, and
   its state resumes there. The generator itself makes the batches of its current epoch,
-  in order,
-  so its own work-ahead, worker threads or processes and statistics are those of
-  `fit(gen)`. Its iterators are made anew every pass, so tf.data's autotuning, whose
+  in order, so its own work-ahead, worker threads or processes and statistics are those
+  of `fit(gen)`. Its iterators are made anew every pass, so tf.data's autotuning, whose
   thread a dying iterator waits for (see _keras_compat), is off; and the pass starts
   without `Dataset.from_generator`, whose op pins glibc's malloc (see _malloc).
 """
