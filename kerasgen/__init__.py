@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from kerasgen.rebalance import class_weights, rebalance
 
 if TYPE_CHECKING:  # what type checkers and IDEs see of the lazy names below (PEP 484)
-    from kerasgen import augment, callbacks, gpu, samplers, viz
+    from kerasgen import augment, callbacks, gpu, samplers, sources, viz
     from kerasgen._malloc import leave_malloc, tune_malloc
     from kerasgen.base import Generator
     from kerasgen.generators import ArrayGenerator, CSVGenerator, ImageFolderGenerator
@@ -48,6 +48,7 @@ __all__ = [
     "leave_malloc",
     "rebalance",
     "samplers",
+    "sources",
     "tune_malloc",
     "viz",
 ]
@@ -69,6 +70,7 @@ _WHERE = {
     "inspect": "kerasgen.inspection",
     "leave_malloc": "kerasgen._malloc",
     "samplers": None,
+    "sources": None,
     "tune_malloc": "kerasgen._malloc",
     "viz": None,
 }

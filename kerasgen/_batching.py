@@ -65,10 +65,12 @@ def aligned_empty(shape, dtype, align):
 
 
 def allocate(sample, batch_len, buffers=None):
-    """An empty batch shaped like `sample` (an array or a dict of arrays), from `buffers`
-    (a BufferPool) when given."""
+    """An empty batch shaped like `sample` (an array, or a dict or tuple of arrays), from
+    `buffers` (a BufferPool) when given."""
     if isinstance(sample, dict):
         return {k: allocate(v, batch_len, buffers) for k, v in sample.items()}
+    if isinstance(sample, tuple):
+        return tuple(allocate(v, batch_len, buffers) for v in sample)
     sample = np.asarray(sample)
     shape = (batch_len,) + sample.shape
     if buffers is None or sample.dtype == object:
@@ -82,6 +84,10 @@ def write(batch, k, sample, where):
     if isinstance(batch, dict):
         for key, buf in batch.items():
             write(buf, k, sample[key], where)
+        return
+    if isinstance(batch, tuple):
+        for buf, part in zip(batch, sample):
+            write(buf, k, part, where)
         return
     sample = np.asarray(sample)
     if sample.shape != batch.shape[1:]:
@@ -98,6 +104,8 @@ def convert(batch, dtype, rescale=None, buffers=None):
     `buffers`, a BufferPool, when given)."""
     if isinstance(batch, dict):
         return {k: convert(v, dtype, rescale, buffers) for k, v in batch.items()}
+    if isinstance(batch, tuple):
+        return tuple(convert(v, dtype, rescale, buffers) for v in batch)
     if dtype is None or (batch.dtype == dtype and rescale is None):
         return batch
     out = (np.empty(batch.shape, dtype=dtype) if buffers is None
@@ -127,6 +135,8 @@ def blend(x, other, lam):
     """One synthetic sample: x + lam * (other - x), in x's dtype (x may be a dict)."""
     if isinstance(x, dict):
         return {k: blend(v, other[k], lam) for k, v in x.items()}
+    if isinstance(x, tuple):
+        return tuple(blend(v, o, lam) for v, o in zip(x, other))
     x = np.asarray(x)
     return _mix(x, other, np.float32(lam), x.dtype)
 

@@ -59,6 +59,7 @@ The last four are done when Keras's adapter first asks a generator for `num_batc
 
 import contextlib
 import sys
+import warnings
 import weakref
 
 _ADAPTER_FILE = "py_dataset_adapter.py"
@@ -212,6 +213,18 @@ def _batch_error_behind(error, adapter):
         return None
     setattr(adapter, _BATCH_ERROR, None)
     return original
+
+
+def warn_predict_order(gen, epoch):
+    """`predict` reads the batches of `gen` in the order of `epoch`, which is not the
+    source order when the generator shuffles or samples: says so, and how to fix it."""
+    warnings.warn(
+        f"model.predict() reads {type(gen).__name__} in the order of epoch {epoch} "
+        f"(shuffle={gen.shuffle}, sampler={gen.sampler!r}), so prediction row i is "
+        f"sample gen.epoch_plan({epoch})[i], not sample i (Keras then ends the epoch: "
+        "the next predict reads the next one). Pass shuffle=False (and no sampler) "
+        "for predictions in source order, or reorder them: "
+        f"preds[np.argsort(gen.epoch_plan({epoch}))].", UserWarning, stacklevel=3)
 
 
 def in_predict():

@@ -1,17 +1,17 @@
 """`Generator`: the PyDataset adapter that wires kerasgen's stages together.
 
-A subclass says how many samples there are, their labels, and how to load sample i
-(`load_sample`). `__init__` makes one object per stage from the arguments it owns: the
-targets (`_labels.Targets`), the epochs' order (`_order.EpochOrder`), the making of a
-batch (`_making.BatchMaker`) and where batches are made (`_feeding.Feeding`). What stays
-here is the PyDataset face (`len`, `gen[i]`), Keras's epoch lifecycle, views (`shard`,
-`at_epoch`) and the hooks a subclass fills or calls. See docs/architecture.md.
+A generator takes a finished source (`kerasgen.sources`: how many samples there are,
+their labels, how to load sample i), or, for a subclass, says the same itself
+(`num_samples`, `labels`, `load_sample`). `__init__` makes one object per stage from the
+arguments it owns: the targets (`_labels.Targets`), the epochs' order
+(`_order.EpochOrder`), the making of a batch (`_making.BatchMaker`) and where batches are
+made (`_feeding.Feeding`). What stays here is the PyDataset face (`len`, `gen[i]`),
+Keras's epoch lifecycle, views (`shard`, `at_epoch`) and the hooks a subclass fills or
+calls. See docs/architecture.md.
 """
 
 from __future__ import annotations
 
-import copy
-import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -19,6 +19,7 @@ import numpy as np
 from keras.utils import PyDataset
 
 from kerasgen import _checks, _feeding, _keras_compat, _making, _malloc, _order
+from kerasgen import sources as sources_mod
 from kerasgen import _batching as batching
 from kerasgen import _labels as labels_mod
 from kerasgen import _seeding as seeding
@@ -31,6 +32,28 @@ if TYPE_CHECKING:
 
 AUTO = "auto"
 _NOT_SET = object()  # no `self.labels` assigned by a subclass
+
+
+class _SubclassSource:
+    """The source of a subclass that says itself what its samples are (`num_samples`,
+    `labels`, its own `load_sample` and `describe_sample`)."""
+
+    def __init__(self, owner: str, num_samples: int, labels: Any) -> None:
+        self.owner = owner
+        self.num_samples = _checks.non_negative_int("num_samples", num_samples)
+        self.labels = labels
+        self.class_names = None
+
+    def __len__(self) -> int:
+        return self.num_samples
+
+    def describe(self, index: int) -> str:
+        return f"sample {index}"
+
+    def load(self, index: int) -> Any:
+        raise NotImplementedError(
+            f"{self.owner} must implement load_sample(index) -> x or (x, y)."
+        )
 
 
 class Generator(PyDataset):
@@ -47,8 +70,11 @@ class Generator(PyDataset):
             return np.load(self.records[index].path)
     ```
 
+    A dataset that is a `kerasgen.sources` source needs no subclass:
+    `kg.Generator(source=my_source, label_mode="int", ...)`.
+
     Args:
-        num_samples: how many samples the dataset holds.
+        num_samples: how many samples the dataset holds (a subclass with `load_sample`).
         labels: one label per sample, as you have them: class names or integer class
             ids (a list of labels per sample or a (n, C) 0/1 array for "multi_label";
             any array for "raw"), or None. `gen.labels` holds the same labels as
@@ -63,7 +89,12 @@ class Generator(PyDataset):
             "auto" (the base class's default): "categorical" when labels are given,
             otherwise None.
         num_classes: width of one-hot / multi-hot targets; inferred when None.
-        class_names: names of the classes, in class-id order.
+        source: what the samples are, instead of `num_samples`, `labels` and
+            `load_sample`: an object with `__len__`, `labels`, `class_names`,
+            `describe(i)` and `load(i)` (see `kerasgen.sources`; every kerasgen
+            generator's `gen.source` is one, and `kg.sources.concatenate` and
+            `kg.sources.zip` combine them).
+        class_names: names of the classes, in class-id order (default: the source's).
         dtype: "float32", "float16", "uint8", or None to keep the samples' own dtype.
         augment: None, an albumentations transform (`A.Compose([...])`), or a callable
             `fn(x, rng) -> x`, applied per sample after loading (and after any cache),
@@ -107,16 +138,16 @@ class Generator(PyDataset):
     kerasgen calls them.
     """
 
-    rescale = None  # image generators set a factor applied when converting to float
     prefetch_auto = 0  # batches worked ahead with prefetch="auto"
     # threads making batches ahead at once with prefetch (workers=1): 1, because a
     # subclass's load_sample may not expect two threads; the image generators, whose
     # loading is kerasgen's own, use 2
     ahead_threads = 1
 
-    def __init__(self, num_samples: int,
+    def __init__(self, num_samples: int | None = None,
                  labels: npt.ArrayLike | Mapping[str, npt.ArrayLike] | None = None, *,
-                 batch_size: int = 32, shuffle: bool = True, seed: int | None = None,
+                 source: sources_mod.Source | None = None, batch_size: int = 32,
+                 shuffle: bool = True, seed: int | None = None,
                  label_mode: str | None = AUTO, num_classes: int | None = None,
                  class_names: Sequence[str] | None = None, dtype: str | None = "float32",
                  augment: Callable[..., Any] | None = None,
@@ -137,7 +168,11 @@ class Generator(PyDataset):
             use_multiprocessing=bool(use_multiprocessing) and workers > 0,
             max_queue_size=_checks.non_negative_int("max_queue_size", max_queue_size),
         )
-        self.num_samples = _checks.non_negative_int("num_samples", num_samples)
+        source = self._source(source, num_samples, labels)
+        if self.use_multiprocessing:  # an image source's memory cache then shared
+            source = sources_mod.for_processes(source, self.workers)
+        self.source: Any = source  # a sources.Source (typed Any for subclasses' kinds)
+        self.num_samples = len(source)
         self.batch_size = _checks.positive_int("batch_size", batch_size)
         self.shuffle = bool(shuffle)
         samplers_mod.check_seed(sampler, seed)  # before a None seed is drawn
@@ -145,48 +180,94 @@ class Generator(PyDataset):
         self.dtype = _checks.one_of("dtype", dtype, batching.DTYPES)
         self.drop_remainder = bool(drop_remainder)
         self.augment, self.batch_augment, self.sampler = augment, batch_augment, sampler
+        label_mode = self._set_targets(label_mode, class_names, num_classes, mask_format,
+                                       sample_weight)
+        self._stats = stats_mod.BatchTimings() if stats else None
+        if self._stats is not None and hasattr(source, "listing_s"):
+            self._stats.add("list", source.listing_s)
+        self._maker = _making.BatchMaker(self._targets, self._stats, augment, batch_augment,
+                                         label_mode, self.use_multiprocessing)
+        self._features = _order.check_features(features, self.num_samples)
+        self._epoch_open = False
+        # (epoch, seed) the last `for batch in gen` pass began at
+        self._passed: tuple[int, int] | None = None
+        self._short_epoch_done = False  # a resumed, shortened epoch just ended in fit
+        self.fit_wait_s = None  # set by kg.callbacks.PipelineStats each epoch
+        _order.check_shards(num_shards, shard_index)
+        self.prefetch = _feeding.prefetch_depth(prefetch, self.prefetch_auto)
+        self._buffers = batching.BufferPool()  # batch arrays, reused when Keras let go
+        self._order = self._epoch_order(sampler, seed)
+        if num_shards is not None:
+            self._order = self._order.sharded(num_shards, shard_index)
+        self._feeding = self._new_feeding()
+        self._feeding.warm_up()
+        self._order.refuse_empty()
+
+    def _set_targets(self, label_mode: str | None, class_names: Sequence[str] | None,
+                     num_classes: int | None, mask_format: str,
+                     sample_weight: npt.ArrayLike | None) -> str | None:
+        """The targets of the source's labels (`_labels.Targets`), checked, and what the
+        source refuses of them; returns the label mode ("auto" resolved)."""
+        source = self.source
         if label_mode == AUTO:
-            label_mode = "categorical" if labels is not None else None
-        self._maker = _making.BatchMaker(augment, batch_augment, label_mode,
-                                         use_multiprocessing)
+            label_mode = "categorical" if source.labels is not None else None
         self._targets = labels_mod.generator_targets(
-            self.num_samples, labels, label_mode, class_names, num_classes, mask_format,
-            sample_weight, describe=self.describe_sample)
+            self.num_samples, source.labels, label_mode,
+            source.class_names if class_names is None else class_names, num_classes,
+            mask_format, sample_weight, describe=self.describe_sample)
         self.label_mode, self.mask_format = label_mode, mask_format
         self.sample_weight = self._targets.sample_weight
-        self._features = _order.check_features(features, self.num_samples)
+        sources_mod.check_batches(source, self.dtype, label_mode, self._targets.class_ids)
+        return label_mode
+
+    def _source(self, source: Any, num_samples: int | None, labels: Any) -> Any:
+        """The source given, or a subclass's own (`num_samples`, `labels`)."""
+        if source is None:
+            if num_samples is None:
+                raise TypeError(f"{type(self).__name__} needs `source` (a kerasgen source), "
+                                "or `num_samples` with a load_sample method.")
+            return _SubclassSource(type(self).__name__, num_samples, labels)
+        if num_samples is not None or labels is not None:
+            raise TypeError(
+                "`source` holds the samples and their labels: pass no `num_samples` or "
+                f"`labels` with it. Received: num_samples={num_samples!r}, labels="
+                f"{'None' if labels is None else '<given>'}.")
+        return sources_mod.check(source)
+
+    def _epoch_order(self, sampler: Any, seed: int) -> _order.EpochOrder:
         context = None
         if sampler is not None:
             context = {"class_names": self.class_names, "features": self.sampler_features}
-        self._order = _order.EpochOrder(
+        order = _order.EpochOrder(
             self.num_samples, self.batch_size, sampler=sampler, shuffle=self.shuffle,
             seed=seed, drop_remainder=self.drop_remainder,
             labels=self._targets.class_ids,
             context=context, prepare=self.use_multiprocessing)
-        self._epoch_open = False
-        self._passed = None  # (epoch, seed) the last `for batch in gen` pass began at
-        self._short_epoch_done = False  # a resumed, shortened epoch just ended in fit
-        self._stats = stats_mod.BatchTimings() if stats else None
-        self.fit_wait_s = None  # set by kg.callbacks.PipelineStats each epoch
-        _order.check_shards(num_shards, shard_index)
-        self.prefetch = _feeding.prefetch_depth(prefetch, self.prefetch_auto)
-        self._feeding = _feeding.Feeding(self)
-        self._feeding.warm_up()
-        self._buffers = batching.BufferPool()  # batch arrays, reused when Keras let go
-        if num_shards is not None:
-            self._order = self._order.sharded(num_shards, shard_index)
-        self._order.refuse_empty()
+        order.file_paths = sources_mod.file_paths_of(self.source)  # states record them
+        return order
+
+    def _new_feeding(self, ahead: bool = True) -> _feeding.Feeding:
+        return _feeding.Feeding(self, self._order, pace=getattr(self.source, "pace", None),
+                                ahead=ahead)
 
     # ----------------------------------------------------------------- the source
     def load_sample(self, index: int) -> Any:
-        """Returns sample `index`: x, or (x, y) when the sample carries its own target."""
-        raise NotImplementedError(
-            f"{type(self).__name__} must implement load_sample(index) -> x or (x, y)."
-        )
+        """Returns sample `index`: x, or (x, y) when the sample carries its own target
+        (the source's; a subclass without a source implements it)."""
+        return self.source.load(index)
 
     def describe_sample(self, index: int) -> str:
         """How error messages name sample `index` (a file, a row...)."""
-        return f"sample {index}"
+        return self.source.describe(index)
+
+    @property
+    def rescale(self) -> float | None:
+        """The factor applied when batches convert to a float dtype (the source's)."""
+        return self.__dict__.get("_rescale", getattr(self.source, "rescale", None))
+
+    @rescale.setter
+    def rescale(self, value: float | None) -> None:
+        self.__dict__["_rescale"] = value
 
     # ----------------------------------------------------------------- what users read
     @property
@@ -248,24 +329,11 @@ class Generator(PyDataset):
                 self._order.batch_shuffle = shuffled
                 self._feeding.forget()
         self._feeding.prepare()
-        if own_order and _keras_compat.in_predict():
-            self._warn_predict_order()
+        if own_order and _keras_compat.in_predict() and not self.__dict__.get(
+                "_warned_predict"):
+            self.__dict__["_warned_predict"] = True  # once per generator
+            _keras_compat.warn_predict_order(self, self.epoch)
         return len(self)
-
-    def _warn_predict_order(self) -> None:
-        """Once per generator: `predict` reads the batches in the epoch's order, which is
-        not the source order when the generator shuffles or samples."""
-        if self.__dict__.get("_warned_predict"):
-            return
-        self.__dict__["_warned_predict"] = True
-        epoch = self.epoch
-        warnings.warn(
-            f"model.predict() reads {type(self).__name__} in the order of epoch {epoch} "
-            f"(shuffle={self.shuffle}, sampler={self.sampler!r}), so prediction row i is "
-            f"sample gen.epoch_plan({epoch})[i], not sample i (Keras then ends the epoch: "
-            "the next predict reads the next one). Pass shuffle=False (and no sampler) "
-            "for predictions in source order, or reorder them: "
-            f"preds[np.argsort(gen.epoch_plan({epoch}))].", UserWarning, stacklevel=3)
 
     def __len__(self) -> int:
         return self._order.num_batches()
@@ -281,9 +349,12 @@ class Generator(PyDataset):
         incomplete last round is left out (different batches each epoch). Samplers run
         on the whole data set, and each shard reads its share of their plan.
         """
-        order = self._order.sharded(num_shards, index, remainder)
-        view = copy.copy(self)  # with a feeding of its own (__setstate__)
-        view._order = order
+        return self._view(self._order.sharded(num_shards, index, remainder))
+
+    def _view(self, order: _order.EpochOrder, ahead: bool = True) -> Generator:
+        """A copy of this generator on `order`, with a feeding of its own."""
+        view = type(self).__new__(type(self))
+        view.__setstate__({**self.__getstate__(), "_order": order, "_ahead": ahead})
         return view
 
     def to_tf_dataset(self, epochs: int | None = None, num_parallel_calls: int | None = None,
@@ -299,11 +370,7 @@ class Generator(PyDataset):
     def at_epoch(self, epoch: int) -> Generator:
         """A view of this generator serving `epoch` (for parallel readers of other epochs;
         it makes no batches ahead)."""
-        order = self._order.at_epoch(epoch)
-        view = copy.copy(self)
-        view._order = order
-        view._feeding = _feeding.Feeding(view, ahead=False)  # parallel readers: any order
-        return view
+        return self._view(self._order.at_epoch(epoch), ahead=False)  # readers: any order
 
     def __repr__(self) -> str:
         return (f"{type(self).__name__}(num_samples={self.num_samples}, "
@@ -398,9 +465,10 @@ class Generator(PyDataset):
                                f"{self.epoch} of {self!r}")
             raise
 
-    def _pace(self, waited: bool) -> None:
-        """Hears from the work-ahead whether the caller waited for a batch made ahead
-        (the image generators size their decoding to it)."""
+    def make_batch(self, index: int) -> Any:
+        """Batch `index` of the current epoch, made here and now (no work-ahead, no
+        worker): what `gen[index]` returns, the same bytes."""
+        return self._maker.make(self._order, index, self)
 
     def load_batch(self, indices: np.ndarray, positions: np.ndarray,
                    partners: np.ndarray | None = None,
@@ -409,9 +477,32 @@ class Generator(PyDataset):
 
         `positions` are the samples' places in the epoch; with the epoch and the seed
         they key each sample's augmentation draws. Where `partners[k] >= 0` the sample is
-        synthetic: x_i + lams[k] * (x_partner - x_i), made before augmentation.
+        synthetic: x_i + lams[k] * (x_partner - x_i), made before augmentation. A
+        source that loads whole batches (`load_batch(request)`) does it all; otherwise
+        one sample at a time, through `load_sample`, `augment_sample`, `assemble` and
+        `finish_x`.
         """
-        return self._maker.load_batch(self, indices, positions, partners, lams)
+        request = self._request(indices, positions, partners, lams)
+        if isinstance(self.source, sources_mod.BatchSource):
+            return self.source.load_batch(request)
+        return sources_mod.load_each(request, self.load_sample, self.assemble,
+                                     self.finish_x)
+
+    def _request(self, indices: np.ndarray, positions: np.ndarray,
+                 partners: np.ndarray | None, lams: np.ndarray | None,
+                 ) -> sources_mod.BatchRequest:
+        augment = None
+        if self._maker.sample_augment is not None or type(self).augment_sample is not (
+                Generator.augment_sample):
+            augment = self.augment_sample
+        return sources_mod.BatchRequest(
+            indices, positions, partners, lams, self.dtype, self.rescale, augment,
+            self.label_mode == "mask", self.seed, self._buffers, self._stage,
+            self.describe_sample, self._substitutes)
+
+    def _substitutes(self, index: int) -> tuple[np.ndarray, str]:
+        """What may stand in for a bad sample `index` (see `_making.stand_ins`)."""
+        return _making.stand_ins(self._targets, self.num_samples, self.seed, index)
 
     def assemble(self, samples: Sequence[Any], indices: np.ndarray) -> Any:
         """Writes same-shaped samples into one preallocated batch."""
@@ -432,8 +523,11 @@ class Generator(PyDataset):
 
     @property
     def sampler_features(self) -> Any:
-        """The feature space SMOTE searches for neighbours: `features=` when given."""
-        return self._features
+        """The feature space SMOTE searches for neighbours: `features=` when given, else
+        the source's (`features`: x for arrays, 8x8 thumbnails for images)."""
+        if self._features is not None:
+            return self._features
+        return sources_mod.features_of(self.source)
 
     # ----------------------------------------------------------------- what it counted
     def stats(self, reset: bool = False) -> dict[str, Any]:
@@ -448,6 +542,11 @@ class Generator(PyDataset):
     def _stage(self, name: str) -> Any:
         return stats_mod.stage(self._stats, name)
 
+    @property
+    def timings(self) -> stats_mod.BatchTimings | None:
+        """The record of where the time of making batches goes (stats=True), or None."""
+        return self._stats
+
     def class_counts(self) -> dict[str, dict[Any, int]]:
         """{"before": {class: count}, "after": {class: count in this epoch's plan}}."""
         return self._targets.class_counts(lambda: self._order.plan().indices)
@@ -459,5 +558,6 @@ class Generator(PyDataset):
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
+        ahead = state.pop("_ahead", True)
         self.__dict__.update(state)
-        self._feeding = _feeding.Feeding(self)  # a copy's own (none ahead in a worker)
+        self._feeding = self._new_feeding(ahead)  # a copy's own (none ahead in a worker)

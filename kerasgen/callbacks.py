@@ -151,24 +151,24 @@ class PipelineStats(keras.callbacks.Callback):
 
     def on_epoch_begin(self, epoch: int, logs: dict[str, Any] | None = None) -> None:
         self._start = time.perf_counter()
-        self._step_ends = []
-        if self.generator is not None and self.generator._stats is not None:
-            self.generator._stats.reset()
+        self._step_ends: list[float] = []
+        if self.generator is not None and self.generator.timings is not None:
+            self.generator.timings.reset()
 
     def on_train_batch_end(self, batch: int, logs: dict[str, Any] | None = None) -> None:
         self._step_ends.append(time.perf_counter())
         gen = self.generator if self._step_ends[1:] else self._generator()
-        if gen is not None and gen._stats is not None and len(self._step_ends) == 1:
-            first = [t for t in gen._stats.produced if t >= self._start]
+        if gen is not None and gen.timings is not None and len(self._step_ends) == 1:
+            first = [t for t in gen.timings.produced if t >= self._start]
             if not first:  # made before this epoch began (reset missed): count afresh
-                gen._stats.reset()
+                gen.timings.reset()
 
     def on_epoch_end(self, epoch: int, logs: dict[str, Any] | None = None) -> None:
         gen = self.generator  # found during the training batches (not the validation data)
-        if gen is None or gen._stats is None:
+        if gen is None or gen.timings is None:
             raise ValueError("PipelineStats needs the training generator built with "
                              "stats=True (pass generator= if it is not found).")
-        gen.fit_wait_s = stats_mod.fit_wait(gen._stats.produced, self._start,
+        gen.fit_wait_s = stats_mod.fit_wait(gen.timings.produced, self._start,
                                              self._step_ends)
         summary = gen.stats(reset=True)
         entry = {"wait_s": gen.fit_wait_s, "batches_per_s": summary["batches_per_s"],

@@ -46,10 +46,10 @@ class PreviewBatch:
 
         from kerasgen import augment
         from kerasgen import _seeding as seeding
-        from kerasgen import _sources as sources
+        from kerasgen import _listing as listing
         from kerasgen.loader import ImageLoader
 
-        paths, class_ids, self.class_names = sources.list_image_folder(directory)
+        paths, class_ids, self.class_names = listing.list_image_folder(directory)
         self.num_samples = len(paths)
         order = seeding.rng(seed, seeding.ORDER, 0).permutation(len(paths))[:n]
         loader = ImageLoader(paths, image_size, "rgb", "bilinear", verbose=0)

@@ -15,37 +15,20 @@ import numpy as np
 import numpy.typing as npt
 
 from kerasgen import _checks
-from kerasgen import _batching as batching
 from kerasgen import _images as images
-from kerasgen import _seeding as seeding
-from kerasgen import _sources as sources
+from kerasgen import _listing as listing
+from kerasgen import sources
 from kerasgen import _labels as labels_mod
 from kerasgen import loader as loader_mod
-from kerasgen._typing import (Arrays, BatchArrays, Cache, ColorMode, FolderLabels,
+from kerasgen._typing import (Arrays, Cache, ColorMode, FolderLabels,
                               ImageSize, Interpolation, LabelMode, OnError, StrPath, Subset)
+from kerasgen._image_source import ImageSource
 from kerasgen.base import Generator
 
 if TYPE_CHECKING:
     import pandas as pd
 
 _Folder = TypeVar("_Folder", bound="ImageFolderGenerator")
-
-
-def _as_arrays(value, name):
-    """An ndarray, or a dict of ndarrays, with the number of samples they hold."""
-    if isinstance(value, dict):
-        if not value:
-            _checks.fail(name, "a non-empty dict of arrays", value)
-        arrays = {k: np.asarray(v) for k, v in value.items()}
-        lengths = {k: len(v) for k, v in arrays.items()}
-        if len(set(lengths.values())) != 1:
-            raise ValueError(f"Every array of `{name}` must hold the same number of "
-                             f"samples. Received lengths {lengths}.")
-        return arrays, next(iter(lengths.values()))
-    array = np.asarray(value)
-    if array.ndim == 0:
-        _checks.fail(name, "an array with one row per sample", value, TypeError)
-    return array, len(array)
 
 
 def _check_convertible(array, name, dtype, chunk=4096):
@@ -116,28 +99,8 @@ class ArrayGenerator(Generator):
                  sample_weight: npt.ArrayLike | None = None,
                  label_mode: LabelMode | None = "raw", **common: Any) -> None:
         _checks.labels_come_from(self, common, "`y` (one target per sample)")
-        self.x, num_samples = _as_arrays(x, "x")
-        if y is not None:
-            if label_mode == "multi_label" and isinstance(y, (list, tuple)):
-                y, num_targets = list(y), len(y)  # one list of labels per sample
-            else:
-                y, num_targets = _as_arrays(y, "y")
-            if num_targets != num_samples:
-                raise ValueError(
-                    "`x` and `y` must hold the same number of samples. Received: "
-                    f"len(x)={num_samples}, len(y)={num_targets}."
-                )
-        elif label_mode not in ("raw", None):
-            raise ValueError(f"label_mode={label_mode!r} needs `y`. Received: y=None.")
-        self.masks = None
-        if label_mode == "mask":
-            if isinstance(y, dict) or y.ndim not in (3, 4):
-                raise ValueError("label_mode='mask' needs `y` as masks of class ids, shaped "
-                                 "(n, h, w) or (n, h, w, 1).")
-            self.masks, y = y, None
-            if common.get("num_classes") is None and common.get("class_names") is None:
-                common["num_classes"] = int(self.masks.max()) + 1
-        super().__init__(num_samples, labels=y, label_mode=label_mode,
+        source = _array_source(x, y, label_mode, common)
+        super().__init__(source=source, label_mode=label_mode,
                          sample_weight=sample_weight, **common)
         if self.augment is None and self.dtype is not None:  # batches convert x as it is
             for name, array in (self.x.items() if isinstance(self.x, dict)
@@ -145,77 +108,57 @@ class ArrayGenerator(Generator):
                 _check_convertible(array, "x" if name is None else f"x[{name!r}]",
                                    self.dtype)
 
-    def load_sample(self, index: int) -> BatchArrays | tuple[BatchArrays, np.ndarray]:
-        if isinstance(self.x, dict):
-            x = {k: v[index] for k, v in self.x.items()}
-        else:
-            x = self.x[index]
-        return x if self.masks is None else (x, self.masks[index])
+    @property
+    def x(self) -> Any:
+        """The samples' arrays (an array, or a dict of them)."""
+        return self.source.x
 
     @property
-    def sampler_features(self) -> Any:
-        """`features=` when given, else x (None when x is a dict of arrays)."""
-        if self._features is not None or isinstance(self.x, dict):
-            return self._features
-        return self.x
+    def masks(self) -> np.ndarray | None:
+        """The segmentation masks (label_mode="mask"), or None."""
+        return self.source.masks
 
-    def load_batch(self, indices: np.ndarray, positions: np.ndarray,
-                   partners: np.ndarray | None = None, lams: np.ndarray | None = None,
-                   ) -> tuple[BatchArrays, np.ndarray | None]:
-        if self.augment is not None:
-            return super().load_batch(indices, positions, partners, lams)
-        with self._stage("read"):
-            if isinstance(self.x, dict):
-                x = {k: self._take(v, indices, partners, lams) for k, v in self.x.items()}
-            else:
-                x = self._take(self.x, indices, partners, lams)
-            masks = None if self.masks is None else np.take(self.masks, indices, axis=0)
-        with self._stage("assemble"):
-            return self.finish_x(x), masks
 
-    def _take(self, array, indices, partners, lams):
-        rows = None
-        if array.dtype != object:
-            rows = self._buffers.empty((len(indices),) + array.shape[1:], array.dtype)
-        rows = np.take(array, indices, axis=0, out=rows)
-        if partners is None:
-            return rows
-        synthetic = partners >= 0
-        return batching.blend_rows(rows, np.take(array, partners[synthetic], axis=0),
-                                   lams[synthetic], synthetic)
+def _array_source(x: Any, y: Any, label_mode: str | None,
+                  common: dict[str, Any]) -> sources.ArraySource:
+    """The ArraySource of (x, y), checked: one target per sample, and masks for
+    label_mode="mask" (whose class count then sets `num_classes` when not given)."""
+    x, num_samples = sources.as_arrays(x, "x")
+    if y is not None:
+        if label_mode == "multi_label" and isinstance(y, (list, tuple)):
+            y, num_targets = list(y), len(y)  # one list of labels per sample
+        else:
+            y, num_targets = sources.as_arrays(y, "y")
+        if num_targets != num_samples:
+            raise ValueError(
+                "`x` and `y` must hold the same number of samples. Received: "
+                f"len(x)={num_samples}, len(y)={num_targets}."
+            )
+    elif label_mode not in ("raw", None):
+        raise ValueError(f"label_mode={label_mode!r} needs `y`. Received: y=None.")
+    masks = None
+    if label_mode == "mask":
+        if isinstance(y, dict) or y.ndim not in (3, 4):
+            raise ValueError("label_mode='mask' needs `y` as masks of class ids, shaped "
+                             "(n, h, w) or (n, h, w, 1).")
+        masks, y = y, None
+        if common.get("num_classes") is None and common.get("class_names") is None:
+            common["num_classes"] = int(masks.max()) + 1
+    return sources.ArraySource(x, y, masks=masks)
 
 
 class _ImageFileGenerator(Generator):
-    """Shared by the generators whose samples are image files: an `ImageLoader` (decode,
-    resize, cache, bad-file policy, thread pool) under the generator's order, SMOTE
-    blending, augmentation and batch assembly."""
+    """Shared by the generators whose samples are image files: their source is an
+    `ImageSource` (an `ImageLoader`: decode, resize, cache, bad-file policy, thread
+    pool), whose options users read here."""
 
     prefetch_auto = 4
     ahead_threads = 2  # two batches made at once: no core idles at a batch's end
 
-    def _set_images(self, file_paths, image_size, color_mode, interpolation, rescale,
-                    cache="auto", on_error="raise", decode_threads=None, verbose=1,
-                    mask_paths=None, skipped=(), aspect=None, max_pixels=images.MAX_PIXELS,
-                    root=None):
-        if rescale is not None and (isinstance(rescale, bool)
-                                    or not isinstance(rescale, numbers.Real)):
-            _checks.fail("rescale", "None or a number (1/255, say)", rescale, TypeError)
-        self.rescale = rescale
-        self.cache = cache
-        self.loader = loader_mod.ImageLoader(
-            file_paths, image_size, color_mode, interpolation, cache=cache,
-            on_error=on_error, decode_threads=decode_threads, mask_paths=mask_paths,
-            verbose=verbose, skipped=skipped, aspect=aspect, max_pixels=max_pixels,
-            root=root)
-
-    def _wire_loader(self):
-        """After Generator.__init__: the loader learns what it needs of the generator, and
-        the order the files it reads (states record them: see EpochOrder.files_name)."""
-        self.loader.wire(self, self._stand_ins)
-        self._order.file_paths = self.loader.file_paths
-
-    def _pace(self, waited):
-        self.loader.pace(waited)
+    @property
+    def loader(self) -> loader_mod.ImageLoader:
+        """The source's `ImageLoader`."""
+        return self.source.loader
 
     # what users read, kept on the generator (the loader holds them)
     @property
@@ -257,119 +200,34 @@ class _ImageFileGenerator(Generator):
         return self.loader.verbose
 
     @property
+    def cache(self) -> Cache:
+        """The `cache=` given ("auto", "memory", a path or None)."""
+        return self.loader.cache_spec
+
+    @property
     def skipped(self) -> list[str]:
         """Every file skipped so far (missing rows, undecodable files)."""
         return self.loader.skipped
 
-    def _check_image_options(self):
-        if self.on_error == "skip" and self._targets.class_ids is None and (
-                self.label_mode not in (None, "mask")):
-            raise ValueError(
-                "on_error='skip' replaces a bad image by another of its class, but with "
-                f"label_mode={self.label_mode!r} samples have no single class, so the "
-                "stand-in's image would not match the targets. Use on_error='raise' and "
-                "gen.validate() to find the bad files first."
-            )
-        if self.rescale is not None and self.dtype not in ("float32", "float16"):
-            raise ValueError(
-                f"`rescale` applies to float batches only. Received: rescale={self.rescale} "
-                f"with dtype={self.dtype!r}. Use dtype='float32', or drop rescale and let "
-                "the model rescale (a keras.layers.Rescaling layer)."
-            )
-
-    def _stand_ins(self, index):
-        """Replacements for undecodable sample `index`, in order: the other samples of its
-        class, permuted by (seed, index) alone, so every worker picks the same one."""
-        labels = self._targets.class_ids
-        if labels is not None:
-            candidates = np.flatnonzero(labels == labels[index])
-        else:
-            candidates = np.arange(len(self.file_paths))
-        candidates = candidates[candidates != index]
-        group = (f"class {self.class_names[labels[index]]!r}" if labels is not None
-                 and self.class_names else "the dataset")
-        return seeding.rng(self.seed, seeding.SKIP, index).permutation(candidates), group
-
-    def describe_sample(self, index: int) -> str:
-        return self.file_paths[index]
-
-    def load_sample(self, index: int) -> np.ndarray:
-        return self.loader.load(index)
-
-    def load_batch(self, indices: np.ndarray, positions: np.ndarray,
-                   partners: np.ndarray | None = None, lams: np.ndarray | None = None,
-                   ) -> tuple[BatchArrays, np.ndarray | None]:
-        if partners is None:
-            if self.augment is not None:
-                return self._load_augmented(indices, positions)
-            return self.loader.decode(indices, self.dtype or np.uint8, self.rescale)
-        # SMOTE: decode the partners after the batch's own rows, blend, then augment
-        n, synthetic = len(indices), np.flatnonzero(partners >= 0)
-        out, masks = self.loader.decode(np.concatenate([indices, partners[synthetic]]),
-                                        np.uint8)
-        rows = np.zeros(n, bool)
-        rows[synthetic] = True
-        out = batching.blend_rows(out[:n], out[n:], lams[synthetic], rows)
-        masks = None if masks is None else masks[:n]  # a synthetic sample keeps x_i's mask
-        if self.augment is not None:
-            with self._stage("augment"):
-                pairs = [pair for part in self.loader.in_threads(n, lambda a, b: [
-                    self.augment_sample(out[k], positions[k],
-                                        None if masks is None else masks[k])
-                    for k in range(a, b)]) for pair in part]
-            with self._stage("assemble"):
-                out = self.assemble([x for x, _ in pairs], indices)
-                if masks is not None:
-                    masks = self.assemble([m for _, m in pairs], indices)
-        return self.finish_x(out), masks
-
-    def _load_augmented(self, indices, positions):
-        """Decodes, augments and converts each sample in the pool's threads, straight into
-        the batch (sample 0 first, here, to learn the augmented shape)."""
-        loader = self.loader
-
-        def one(k):
-            pixels = np.empty(loader.sample_shape, np.uint8)
-            mask = None
-            with self._stage("decode"):
-                mask = loader.load_with_mask(int(indices[k]), pixels)[1]
-            with self._stage("augment"):
-                return self.augment_sample(pixels, positions[k], mask)
-
-        def put(k, sample, batch, rescale):
-            sample = np.asarray(sample)
-            if sample.shape != batch.shape[1:]:  # the error names the sample
-                batching.write(batch, k, sample, lambda: self.describe_sample(int(indices[k])))
-            batching.convert_into(batch[k], sample, rescale)
-
-        x0, m0 = one(0)
-        x0 = np.asarray(x0)
-        out = np.empty((len(indices),) + x0.shape, self.dtype or x0.dtype)
-        masks = None if m0 is None else np.empty((len(indices),) + np.shape(m0), np.int32)
-
-        def chunk(a, b):
-            for k in range(a, b):
-                x, m = (x0, m0) if k == 0 else one(k)
-                with self._stage("assemble"):
-                    put(k, x, out, self.rescale)
-                    if masks is not None:
-                        put(k, m, masks, None)
-
-        loader.in_threads(len(indices), chunk)
-        return out, masks
-
-    @property
-    def sampler_features(self) -> Any:
-        """`features=` when given, else 8x8 RGB thumbnails, made once per needed sample."""
-        if self._features is not None:
-            return self._features
-        if getattr(self, "_thumbnails", None) is None:
-            self._thumbnails = _Thumbnails(self.loader)
-        return self._thumbnails
-
     def validate(self) -> list[str]:
         """Decodes every file once (in parallel, with progress); returns the bad paths."""
-        return self.loader.validate()
+        return self.source.validate()
+
+
+def image_source(paths: list[str], labels: Any, class_names: Any, common: dict[str, Any],
+                 *, rescale: float | None = None, describe: Any = None,
+                 files_found: int | None = None, listing_s: float = 0.0,
+                 **loading: Any) -> ImageSource:
+    """The ImageSource of image files `paths`, with an ImageLoader made from `loading`
+    (image_size, color_mode, interpolation, cache, on_error, ...) and shared by the
+    worker processes `common` asks for."""
+    workers = common.get("workers", 1)
+    processes = 1  # Generator checks `workers`; Keras reads workers=0 as no process
+    if common.get("use_multiprocessing") and isinstance(workers, int) and workers > 1:
+        processes = workers
+    loader = loader_mod.ImageLoader(paths, processes=processes, **loading)
+    return ImageSource(loader, labels, class_names=class_names, rescale=rescale,
+                       describe=describe, files_found=files_found, listing_s=listing_s)
 
 
 class ImageFolderGenerator(_ImageFileGenerator):
@@ -471,12 +329,12 @@ class ImageFolderGenerator(_ImageFileGenerator):
         aspect = images.aspect_mode(crop_to_aspect_ratio, pad_to_aspect_ratio)
         listing_started = time.perf_counter()
         if mask_dir is not None:  # segmentation: every image under directory, no classes
-            paths = sources.list_image_folder(directory, classes_required=False,
+            paths = listing.list_image_folder(directory, classes_required=False,
                                               flat=True, follow_links=follow_links)[0]
             class_ids, names = None, class_names
-            masks = sources.paired_masks(paths, directory, mask_dir)
+            masks = listing.paired_masks(paths, directory, mask_dir)
         elif labels is None or given is not None:  # Keras: every image, in its order
-            paths = sources.keras_order(sources.list_image_folder(
+            paths = listing.keras_order(listing.list_image_folder(
                 directory, flat=True, follow_links=follow_links)[0])
             class_ids, names, masks = None, None, None
             if given is not None:
@@ -485,12 +343,12 @@ class ImageFolderGenerator(_ImageFileGenerator):
                 if label_mode is None:
                     class_ids = None
         else:
-            paths, class_ids, names = sources.list_image_folder(
+            paths, class_ids, names = listing.list_image_folder(
                 directory, class_names, classes_required=label_mode is not None,
                 follow_links=follow_links)
             masks = None
-        self._files_found = len(paths)  # before the split (Keras prints it)
-        keep = sources.validation_subset(class_ids, len(paths), validation_split, subset,
+        files_found = len(paths)  # before the split (Keras prints it)
+        keep = listing.validation_subset(class_ids, len(paths), validation_split, subset,
                                          seed)
         if keep is not None:
             paths = [paths[i] for i in keep]
@@ -500,16 +358,13 @@ class ImageFolderGenerator(_ImageFileGenerator):
         self.validation_split, self.subset = validation_split, subset
         self.crop_to_aspect_ratio = bool(crop_to_aspect_ratio)
         self.pad_to_aspect_ratio = bool(pad_to_aspect_ratio)
-        self._set_images(paths, image_size, color_mode, interpolation, rescale, cache,
-                         on_error, decode_threads, verbose, masks, aspect=aspect,
-                         max_pixels=max_pixels)
-        listing_s = time.perf_counter() - listing_started
-        super().__init__(len(paths), labels=class_ids, label_mode=label_mode,
-                         class_names=names, seed=seed, **common)
-        self._check_image_options()
-        self._wire_loader()
-        if self._stats is not None:
-            self._stats.add("list", listing_s)
+        source = image_source(
+            paths, class_ids, names, common, rescale=rescale, files_found=files_found,
+            listing_s=time.perf_counter() - listing_started, image_size=image_size,
+            color_mode=color_mode, interpolation=interpolation, cache=cache,
+            on_error=on_error, decode_threads=decode_threads, verbose=verbose,
+            mask_paths=masks, aspect=aspect, max_pixels=max_pixels)
+        super().__init__(source=source, label_mode=label_mode, seed=seed, **common)
 
     @classmethod
     def split(cls: type[_Folder], directory: StrPath, *, validation_split: float, seed: int,
@@ -658,47 +513,10 @@ class CSVGenerator(_ImageFileGenerator):
                              f"mask_col={mask_col!r}, label_mode={label_mode!r}.")
         _checks.one_of("on_missing", on_missing, ("raise", "skip"))
         listing_started = time.perf_counter()
-        table = sources.Table(csv, encoding)
-        table.column(x_col, "x_col")
-        if mask_col is not None:
-            table.column(mask_col, "mask_col")
-        y_cols = None
-        if label_mode not in (None, "mask"):
-            y_cols = list(y_col) if isinstance(y_col, (list, tuple)) else [y_col]
-            for name in y_cols:
-                table.column(name, "y_col")
-            if len(y_cols) > 1 and label_mode not in ("multi_label", "raw"):
-                raise ValueError(
-                    f"Several `y_col` columns need label_mode='multi_label' (0/1 columns) "
-                    f"or 'raw' (numeric targets). Received: label_mode={label_mode!r}, "
-                    f"y_col={y_col!r}."
-                )
-        paths = sources.resolve_paths(table.columns[x_col], table, directory,
-                                      allow_outside, table.describe)
-        masks = None if mask_col is None else sources.resolve_paths(
-            table.columns[mask_col], table, directory, allow_outside, table.describe)
-        missing = [i for i, p in enumerate(paths) if not os.path.isfile(p)
-                   or (masks is not None and not os.path.isfile(masks[i]))]
-        skipped = []
-        if missing:
-            listed = ", ".join(f"{paths[i]} ({table.describe(i)})" for i in missing[:5])
-            if on_missing == "raise":
-                raise FileNotFoundError(
-                    f"{len(missing)} files listed in {table.name()} do not exist: {listed}"
-                    f"{' ...' if len(missing) > 5 else ''}. Fix the paths (or `directory`), "
-                    "or pass on_missing='skip' to drop those rows."
-                )
-            skipped = [paths[i] for i in missing]
-            warnings.warn(f"Skipping {len(missing)} rows of {table.name()} whose files do "
-                          f"not exist: {listed}{' ...' if len(missing) > 5 else ''}. "
-                          "`gen.skipped` lists them all.", stacklevel=2)
-            gone = set(missing)
-            keep = [i for i in range(len(paths)) if i not in gone]
-            table.subset(keep)
-            paths = [paths[i] for i in keep]
-            masks = None if masks is None else [masks[i] for i in keep]
-            if not paths:
-                raise ValueError(f"No row of {table.name()} names an existing file.")
+        table = listing.Table.read(csv, encoding)
+        y_cols = _table_columns(table, x_col, y_col, mask_col, label_mode)
+        paths, masks, skipped = _listed_files(table, x_col, mask_col, directory,
+                                              allow_outside, on_missing)
         labels, names = None, class_names
         if y_cols is not None:
             labels = _csv_labels(table, y_cols, label_mode, label_delimiter, class_names,
@@ -716,25 +534,82 @@ class CSVGenerator(_ImageFileGenerator):
         self.validation_split, self.subset = validation_split, subset
         root = (os.path.realpath(directory) if directory is not None and not allow_outside
                 else None)  # checked again as each file is opened
-        self._set_images(paths, image_size, color_mode, interpolation, rescale, cache,
-                         on_error, decode_threads, verbose, masks, skipped,
-                         max_pixels=max_pixels, root=root)
-        listing_s = time.perf_counter() - listing_started
-        super().__init__(len(paths), labels=labels, label_mode=label_mode,
-                         class_names=names, num_classes=num_classes, seed=seed, **common)
-        self._check_image_options()
-        self._wire_loader()
-        if self._stats is not None:
-            self._stats.add("list", listing_s)
+        source = image_source(
+            paths, labels, names, common, rescale=rescale,
+            describe=_ListedFile(paths, table),
+            listing_s=time.perf_counter() - listing_started, image_size=image_size,
+            color_mode=color_mode, interpolation=interpolation, cache=cache,
+            on_error=on_error, decode_threads=decode_threads, verbose=verbose,
+            mask_paths=masks, skipped=skipped, max_pixels=max_pixels, root=root)
+        super().__init__(source=source, label_mode=label_mode, num_classes=num_classes,
+                         seed=seed, **common)
 
-    def describe_sample(self, index: int) -> str:
-        return f"{self.file_paths[index]} ({self.table.describe(index)})"
+
+class _ListedFile:
+    """Names sample i of a table of files: its path and its row."""
+
+    def __init__(self, paths: list[str], table: listing.Table) -> None:
+        self.paths, self.table = paths, table
+
+    def __call__(self, index: int) -> str:
+        return f"{self.paths[index]} ({self.table.describe(index)})"
+
+
+def _table_columns(table, x_col, y_col, mask_col, label_mode):
+    """The label columns (None without labels), each column named checked."""
+    table.column(x_col, "x_col")
+    if mask_col is not None:
+        table.column(mask_col, "mask_col")
+    if label_mode in (None, "mask"):
+        return None
+    y_cols = list(y_col) if isinstance(y_col, (list, tuple)) else [y_col]
+    for name in y_cols:
+        table.column(name, "y_col")
+    if len(y_cols) > 1 and label_mode not in ("multi_label", "raw"):
+        raise ValueError(
+            f"Several `y_col` columns need label_mode='multi_label' (0/1 columns) "
+            f"or 'raw' (numeric targets). Received: label_mode={label_mode!r}, "
+            f"y_col={y_col!r}."
+        )
+    return y_cols
+
+
+def _listed_files(table, x_col, mask_col, directory, allow_outside, on_missing):
+    """(image paths, mask paths or None, skipped paths) of the table's rows; rows whose
+    files do not exist are an error, or (on_missing="skip") dropped with a warning."""
+    paths = listing.resolve_paths(table.columns[x_col], table, directory,
+                                  allow_outside, table.describe)
+    masks = None if mask_col is None else listing.resolve_paths(
+        table.columns[mask_col], table, directory, allow_outside, table.describe)
+    missing = [i for i, p in enumerate(paths) if not os.path.isfile(p)
+               or (masks is not None and not os.path.isfile(masks[i]))]
+    if not missing:
+        return paths, masks, []
+    listed = ", ".join(f"{paths[i]} ({table.describe(i)})" for i in missing[:5])
+    if on_missing == "raise":
+        raise FileNotFoundError(
+            f"{len(missing)} files listed in {table.name()} do not exist: {listed}"
+            f"{' ...' if len(missing) > 5 else ''}. Fix the paths (or `directory`), "
+            "or pass on_missing='skip' to drop those rows."
+        )
+    skipped = [paths[i] for i in missing]
+    warnings.warn(f"Skipping {len(missing)} rows of {table.name()} whose files do "
+                  f"not exist: {listed}{' ...' if len(missing) > 5 else ''}. "
+                  "`gen.skipped` lists them all.", stacklevel=4)
+    gone = set(missing)
+    keep = [i for i in range(len(paths)) if i not in gone]
+    table.subset(keep)
+    paths = [paths[i] for i in keep]
+    masks = None if masks is None else [masks[i] for i in keep]
+    if not paths:
+        raise ValueError(f"No row of {table.name()} names an existing file.")
+    return paths, masks, skipped
 
 
 def _csv_labels(table, y_cols, label_mode, delimiter, class_names=None, num_classes=None):
     """The label columns as the values `labels.encode` expects for `label_mode`."""
     if len(y_cols) > 1 or label_mode == "raw":
-        columns = [[sources.parse_number(v) for v in table.columns[c]] for c in y_cols]
+        columns = [[listing.parse_number(v) for v in table.columns[c]] for c in y_cols]
         rows = list(zip(*columns))
         for i, row in enumerate(rows):
             for name, value in zip(y_cols, row):
@@ -752,13 +627,13 @@ def _csv_labels(table, y_cols, label_mode, delimiter, class_names=None, num_clas
 def _split(labels, num_rows, label_mode, class_names, num_classes, validation_split,
            subset, seed, describe):
     """(rows kept or None, class_names, num_classes) for a `validation_split` of a table:
-    the folder's seeded, stratified split (`sources.validation_subset`), with the classes
+    the folder's seeded, stratified split (`listing.validation_subset`), with the classes
     inferred from every row before splitting, so that the training and validation
     subsets share one class-id mapping even when one of them lacks a class."""
     if validation_split is None and subset is None:
         return None, class_names, num_classes
     targets = labels_mod.encode(labels, label_mode, class_names, num_classes, describe)
-    keep = sources.validation_subset(targets.class_ids, num_rows, validation_split, subset,
+    keep = listing.validation_subset(targets.class_ids, num_rows, validation_split, subset,
                                      seed)
     return keep, targets.class_names, targets.num_classes
 
@@ -768,17 +643,3 @@ def _rows(values, keep):
     if values is None or isinstance(values, np.ndarray):
         return None if values is None else values[keep]
     return [values[i] for i in keep]
-
-
-class _Thumbnails:
-    """Lazily decoded 8x8 RGB thumbnails, the default SMOTE feature space for images.
-    Indexing with an array decodes the samples not seen yet and keeps them."""
-
-    def __init__(self, loader):
-        self.loader = loader
-        self.table = {}
-
-    def __getitem__(self, indices):
-        indices = np.atleast_1d(np.asarray(indices))
-        self.loader.thumbnails(indices, self.table)
-        return np.stack([self.table[int(i)] for i in indices])

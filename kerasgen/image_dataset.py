@@ -181,7 +181,8 @@ def image_dataset_from_directory(
         image_size=image_size, shuffle=shuffle, interpolation=interpolation,
         follow_links=follow_links, crop_to_aspect_ratio=crop_to_aspect_ratio,
         pad_to_aspect_ratio=pad_to_aspect_ratio, verbose=1 if verbose else 0)
-    if subset == "both":
+    if subset == "both":  # _check_keras_arguments: both need a split and a seed
+        assert validation_split is not None and seed is not None
         train, validation = ImageFolderGenerator.split(
             directory, validation_split=validation_split, seed=seed, **options)
         if verbose:
@@ -192,7 +193,7 @@ def image_dataset_from_directory(
     gen = ImageFolderGenerator(directory, validation_split=validation_split or None,
                                subset=subset, seed=seed, **options)
     if verbose:
-        _found(gen, gen._files_found)
+        _found(gen, gen.source.files_found)
         if subset is not None:
             print(f"Using {gen.num_samples} files for {subset}.")
     return _returned(gen, format, unbatched)

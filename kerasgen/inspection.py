@@ -14,7 +14,7 @@ import numpy as np
 from kerasgen import _checks
 from kerasgen import _images as images
 from kerasgen import _labels as labels_mod
-from kerasgen import _sources as sources
+from kerasgen import _listing as listing
 from kerasgen._progress import progress
 from kerasgen._typing import LabelMode, StrPath
 
@@ -54,14 +54,14 @@ def _files_and_labels(source, x_col, y_col, directory, label_mode, label_delimit
     if os.path.isdir(source):
         with warnings.catch_warnings(record=True) as caught:  # listed in the report
             warnings.simplefilter("always")
-            paths, ids, names = sources.list_image_folder(source, classes_required=False)
+            paths, ids, names = listing.list_image_folder(source, classes_required=False)
         found = [str(w.message) for w in caught]
         if ids is None:
             return paths, None, found
         return paths, [names[i] for i in ids], found
-    table = sources.Table(source, encoding)
+    table = listing.Table.read(source, encoding)
     table.column(x_col, "x_col")
-    paths = sources.resolve_paths(table.columns[x_col], table, directory, True,
+    paths = listing.resolve_paths(table.columns[x_col], table, directory, True,
                                   table.describe)
     if label_mode is None or y_col is None or y_col not in table.columns:
         return paths, None, []

@@ -16,7 +16,7 @@ import warnings
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager
-from typing import TYPE_CHECKING, Literal, TypeVar
+from typing import Literal, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -29,10 +29,9 @@ from kerasgen import _stats as stats_mod
 from kerasgen._progress import progress
 from kerasgen._typing import Cache, ColorMode, ImageSize, Interpolation, OnError, StrPath
 
-if TYPE_CHECKING:
-    from kerasgen.base import Generator
-
 _T = TypeVar("_T")
+# index -> (the samples that may stand in for it, in order; what they are called)
+Substitutes = Callable[[int], "tuple[np.ndarray, str]"]
 
 
 class ImageLoader:
@@ -58,6 +57,12 @@ class ImageLoader:
         verbose: 0 hides progress bars.
         read: `read(index) -> encoded bytes` for samples that are not files (records of
             a TFRecord file, say); None reads `file_paths[index]`.
+        processes: worker processes sharing the machine's cores (each decodes on its
+            share of them); with more than one, a memory cache is in shared memory,
+            filled and read by all of them (see `for_processes`).
+
+    Batches (`decode`) are written into the caller's buffer pool and timed into its
+    stats when it passes them; a bad file's stand-ins are the caller's `substitutes`.
     """
 
     def __init__(self, file_paths: Iterable[str], image_size: ImageSize,
@@ -68,7 +73,7 @@ class ImageLoader:
                  read: Callable[[int], bytes | np.ndarray] | None = None,
                  aspect: Literal["crop", "pad"] | None = None,
                  max_pixels: int | None = images.MAX_PIXELS, root: StrPath | None = None,
-                 ) -> None:
+                 processes: int = 1) -> None:
         self.file_paths = list(file_paths)
         self.mask_paths = None if mask_paths is None else list(mask_paths)
         self.image_size = _checks.image_size(image_size)
@@ -82,32 +87,31 @@ class ImageLoader:
                                else _checks.positive_int("decode_threads", decode_threads))
         self.verbose = verbose
         self.read = read
-        self.processes = 1  # worker processes sharing the machine's cores
-        self.stand_ins = None  # index -> candidate replacement indices, in order
-        self.stats = None  # a stats.BatchTimings, or None
+        self.processes = _checks.positive_int("processes", processes)
         self.skipped = list(skipped)  # files skipped so far (listed ones, bad ones)
         self.buffers = batching.BufferPool()  # batch arrays, reused when Keras let go
         self._lock = threading.Lock()
-        self._executor = None
-        self._width = None  # decode threads used per batch (None: all, see `pace`)
+        self._executor: tuple[int, ThreadPoolExecutor] | None = None
+        self._width: int | None = None  # decode threads used per batch (None: all)
         self._ahead_streak = 0
         self.cache_spec = cache
         self.cache = self._make_cache(cache)
-
-    def wire(self, gen: Generator,
-             stand_ins: Callable[[int], tuple[np.ndarray, str]] | None = None) -> None:
-        """Learns what it needs of the generator it serves, once that is built: its stats,
-        its batch-array pool, how many worker processes share the cores (a memory cache
-        is then in shared memory, filled and read by all of them), and the stand-ins of
-        a skipped file."""
-        self.stats = gen._stats
-        self.buffers = gen._buffers
-        self.processes = gen.workers if gen.use_multiprocessing else 1
-        self.stand_ins = stand_ins
-        if gen.use_multiprocessing and isinstance(self.cache, cache_mod.MemoryCache) and (
+        if processes > 1 and isinstance(self.cache, cache_mod.MemoryCache) and (
                 not isinstance(self.cache, cache_mod.FileCache)):
             self.cache = cache_mod.SharedMemoryCache(
                 self.cache.num_samples, self.cache.sample_shape, self.cache.capacity)
+
+    def for_processes(self, processes: int) -> ImageLoader:
+        """This loader as `processes` worker processes share it: the cores split between
+        them, a memory cache in shared memory (the loader itself with one process)."""
+        if processes == self.processes:
+            return self
+        return ImageLoader(self.file_paths, self.image_size, self.color_mode,
+                           self.interpolation, cache=self.cache_spec, on_error=self.on_error,
+                           decode_threads=self.decode_threads, mask_paths=self.mask_paths,
+                           verbose=self.verbose, skipped=self.skipped, read=self.read,
+                           aspect=self.aspect, max_pixels=self.max_pixels, root=self.root,
+                           processes=processes)
 
     @property
     def sample_shape(self) -> tuple[int, int, int]:
@@ -130,9 +134,11 @@ class ImageLoader:
         _checks.fail("cache", "'auto', None, 'memory' or a file path", cache, TypeError)
 
     # ----------------------------------------------------------------- one sample
-    def load_into(self, index: int, out: np.ndarray) -> int:
+    def load_into(self, index: int, out: np.ndarray,
+                  substitutes: Substitutes | None = None) -> int:
         """Loads sample `index` into `out`; returns the index whose image it holds
-        (another sample's when the file was skipped)."""
+        (another sample's when the file was skipped: the first good one of
+        `substitutes(index)`)."""
         if self.cache is not None:
             cached = self.cache.get(index)
             if cached is not None:
@@ -144,18 +150,21 @@ class ImageLoader:
             if self.on_error == "raise":
                 raise
             self._record_skip(index, error)
-            return self._load_stand_in(index, out)[0]  # stand-ins are never cached
+            if substitutes is None:
+                raise
+            return self._load_stand_in(index, out, substitutes)[0]  # never cached
         if self.cache is not None:
             self.cache.put(index, out)
         return index
 
     def load_with_mask(self, index: int, out: np.ndarray, mask_out: np.ndarray | None = None,
+                       substitutes: Substitutes | None = None,
                        ) -> tuple[int, np.ndarray | None]:
         """`load_into`, and the mask of the image it loaded (into `mask_out`, or a new
         array; None without masks): (index loaded, mask). A mask that cannot be read is
         a bad sample, as a bad image: an error, or with on_error="skip" a stand-in whose
         image and mask are both good."""
-        loaded = self.load_into(index, out)
+        loaded = self.load_into(index, out, substitutes)
         if self.mask_paths is None:
             return loaded, None
         try:
@@ -164,8 +173,10 @@ class ImageLoader:
             if self.on_error == "raise":
                 raise
             self._record_skip(loaded, error)
-            return self._load_stand_in(index, out, with_mask=True, mask_out=mask_out,
-                                       exclude=loaded)
+            if substitutes is None:
+                raise
+            return self._load_stand_in(index, out, substitutes, with_mask=True,
+                                       mask_out=mask_out, exclude=loaded)
 
     def _decoded(self, index, target_size, color_mode=None):
         """Sample `index` decoded (at reduced size where `target_size` allows)."""
@@ -188,13 +199,15 @@ class ImageLoader:
 
     def load_mask(self, index: int, out: np.ndarray | None = None) -> np.ndarray:
         """The segmentation mask of sample `index` (of the image actually loaded)."""
+        assert self.mask_paths is not None, "a loader without masks loads none"
         return images.load_mask(self.mask_paths[index], self.image_size, out=out,
                                 aspect=self.aspect, max_pixels=self.max_pixels,
                                 root=self.root)
 
-    def _load_stand_in(self, index, out, with_mask=False, mask_out=None, exclude=None):
+    def _load_stand_in(self, index, out, substitutes, with_mask=False, mask_out=None,
+                       exclude=None):
         """(index, mask or None) of the first good stand-in for `index`, loaded."""
-        candidates, group = self.stand_ins(index)
+        candidates, group = substitutes(index)
         for j in candidates:
             j = int(j)
             if j == exclude:
@@ -221,27 +234,30 @@ class ImageLoader:
 
     # ----------------------------------------------------------------- batches
     def decode(self, indices: np.ndarray, dtype: npt.DTypeLike, rescale: float | None = None,
+               *, buffers: batching.BufferPool | None = None,
+               stage: Callable[[str], AbstractContextManager[object]] | None = None,
+               substitutes: Substitutes | None = None,
                ) -> tuple[np.ndarray, np.ndarray | None]:
         """Decodes `indices` (and their masks) on the pool into a new batch of `dtype`
-        (each thread converts its share); returns (batch, masks or None)."""
+        (each thread converts its share), from `buffers` (default: the loader's own),
+        timed as stage "decode" of `stage`; returns (batch, masks or None)."""
+        buffers = self.buffers if buffers is None else buffers
         shape = (len(indices),) + self.sample_shape
-        out = self.buffers.empty(shape, dtype)
+        out = buffers.empty(shape, dtype)
         masks = None if self.mask_paths is None else np.empty(shape[:3], np.uint16)
-        with self.stage("decode"):
+        with (stats_mod.stage(None, "decode") if stage is None else stage("decode")):
             self.in_threads(len(indices), lambda a, b: self._load_chunk(
-                indices[a:b], out[a:b], None if masks is None else masks[a:b], rescale))
+                indices[a:b], out[a:b], None if masks is None else masks[a:b], rescale,
+                buffers, substitutes))
         return out, masks
 
-    def _load_chunk(self, indices, out, masks, rescale):
-        pixels = self.buffers.empty(out.shape, np.uint8) if out.dtype != np.uint8 else out
+    def _load_chunk(self, indices, out, masks, rescale, buffers, substitutes):
+        pixels = buffers.empty(out.shape, np.uint8) if out.dtype != np.uint8 else out
         for k, index in enumerate(indices):  # a mask is the loaded image's (a stand-in's)
-            self.load_with_mask(int(index), pixels[k], None if masks is None else masks[k])
+            self.load_with_mask(int(index), pixels[k], None if masks is None else masks[k],
+                                substitutes)
         if pixels is not out:
             batching.convert_into(out, pixels, rescale)
-
-    def stage(self, name: str) -> AbstractContextManager[object]:
-        """A context that adds its time to stage `name` of the generator's stats."""
-        return stats_mod.stage(self.stats, name)
 
     # ----------------------------------------------------------------- the pool
     def in_threads(self, n: int, work: Callable[[int, int], _T]) -> list[_T]:

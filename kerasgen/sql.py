@@ -14,7 +14,7 @@ from typing import Any, overload
 import numpy as np
 
 from kerasgen import _checks
-from kerasgen import _sources as sources
+from kerasgen import _listing as listing
 from kerasgen._typing import LabelMode, StrPath, Subset
 from kerasgen.generators import ArrayGenerator, CSVGenerator, _csv_labels, _rows, _split
 
@@ -60,7 +60,7 @@ def _read_only(denied):
     return authorize
 
 
-def read_query(db: StrPath, query: str) -> sources.Table:
+def read_query(db: StrPath, query: str) -> listing.Table:
     """Runs `query` once on the SQLite file `db`; returns a Table.
 
     Nothing on disk can change: the file is opened read-only (URI mode=ro), with
@@ -76,7 +76,7 @@ def read_query(db: StrPath, query: str) -> sources.Table:
     uri = f"file:{urllib.parse.quote(os.path.abspath(path))}?mode=ro"
     # isolation_level=None: the sqlite3 module issues no BEGIN of its own
     connection = sqlite3.connect(uri, uri=True, isolation_level=None)
-    denied = []
+    denied: list[str] = []
     try:
         connection.execute("PRAGMA query_only = ON")
         connection.set_authorizer(_read_only(denied))
@@ -102,7 +102,7 @@ def read_query(db: StrPath, query: str) -> sources.Table:
         raise ValueError(f"The SQL query returned no rows from {path}. Received: "
                          f"query={query!r}")
     columns = {name: [row[k] for row in rows] for k, name in enumerate(names)}
-    return sources.Table.from_columns(columns, "the query result",
+    return listing.Table.from_columns(columns, "the query result",
                                       os.path.dirname(os.path.abspath(path)))
 
 

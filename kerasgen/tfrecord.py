@@ -14,14 +14,16 @@ import numpy as np
 try:
     import google_crc32c
 except ImportError:  # named with the pip command in TFRecordGenerator(...)
-    google_crc32c = None
+    google_crc32c = None  # type: ignore[assignment]
 
 from kerasgen import _checks
 from kerasgen import _images as images
+from kerasgen._image_source import ImageSource, check_rescale
 from kerasgen.base import Generator
 from kerasgen.loader import ImageLoader
+from kerasgen.sources import ArraySource
 from kerasgen._progress import progress
-from kerasgen._typing import (BatchArrays, ColorMode, ImageSize, Interpolation, LabelMode,
+from kerasgen._typing import (ColorMode, ImageSize, Interpolation, LabelMode,
                               StrPath)
 
 KINDS = ("image", "label", "float", "int")
@@ -166,6 +168,71 @@ class TFRecordGenerator(Generator):
                           "`features=` is SMOTE's feature space, as on every generator.",
                           DeprecationWarning, stacklevel=2)
             feature_spec = common.pop("features")
+        self.records = Records(files, feature_spec, verbose)
+        if label_mode == "auto":
+            label_mode = "int" if self.records.label_key is not None else None
+        super().__init__(source=self.records.source(image_size, color_mode, interpolation,
+                                                    rescale, class_names, verbose),
+                         label_mode=label_mode, **common)
+
+    # what users read, kept on the generator (the records and the source hold them)
+    @property
+    def paths(self) -> list[str]:
+        """The TFRecord files."""
+        return self.records.paths
+
+    @property
+    def feature_spec(self) -> dict[str, FeatureKind]:
+        return self.records.feature_spec
+
+    @property
+    def index(self) -> list[tuple[int, int, int, int]]:
+        """(file number, data offset, length, record number in the file) per record."""
+        return self.records.index
+
+    @property
+    def image_key(self) -> str | None:
+        return self.records.image_key
+
+    @property
+    def label_key(self) -> str | None:
+        return self.records.label_key
+
+    @property
+    def numeric_keys(self) -> list[str]:
+        return self.records.numeric_keys
+
+    @property
+    def loader(self) -> ImageLoader | None:
+        """The ImageLoader of "image" features (None for numeric ones)."""
+        return getattr(self.source, "loader", None)
+
+    @property
+    def image_size(self) -> tuple[int, int]:
+        return self.records.image_size
+
+    @property
+    def color_mode(self) -> ColorMode:
+        return self.records.color_mode
+
+    @property
+    def interpolation(self) -> Interpolation:
+        return self.records.interpolation
+
+    @property
+    def features(self) -> dict[str, FeatureKind]:
+        """Deprecated: the {feature key: kind} dict is `feature_spec`."""
+        warnings.warn("TFRecordGenerator.features is deprecated: use `feature_spec`.",
+                      DeprecationWarning, stacklevel=2)
+        return self.feature_spec
+
+
+class Records:
+    """The records of TFRecord files read through an index of their offsets, each
+    record's CRC32C checked when it is read, and their features by `feature_spec`."""
+
+    def __init__(self, files: StrPath | Iterable[StrPath],
+                 feature_spec: Mapping[str, FeatureKind] | None, verbose: int = 1) -> None:
         self.paths = [os.fspath(f) for f in ([files] if isinstance(files, (str, os.PathLike))
                                              else files)]
         if not self.paths:
@@ -173,55 +240,45 @@ class TFRecordGenerator(Generator):
         for path in self.paths:
             if not os.path.isfile(path):
                 raise FileNotFoundError(f"TFRecord file not found: {path}")
-        if not isinstance(feature_spec, Mapping) or not feature_spec:
-            _checks.fail("feature_spec", "a dict {feature key: kind}", feature_spec, TypeError)
-        for key, kind in feature_spec.items():
-            _checks.one_of(f"feature_spec[{key!r}]", kind, KINDS)
-        self.feature_spec = dict(feature_spec)
+        self.feature_spec = _check_spec(feature_spec)
         spec = self.feature_spec
-        kinds = list(spec.values())
         self.image_key = next((k for k, v in spec.items() if v == "image"), None)
         self.label_key = next((k for k, v in spec.items() if v == "label"), None)
         self.numeric_keys = [k for k, v in spec.items() if v in ("float", "int")]
-        if kinds.count("image") > 1 or kinds.count("label") > 1:
-            raise ValueError(f"`feature_spec` may name one 'image' and one 'label' key. "
-                             f"Received: feature_spec={spec}.")
-        if (self.image_key is None) == (not self.numeric_keys):
-            raise ValueError("`feature_spec` must name either one 'image' key or numeric "
-                             "('float' / 'int') keys for x. Received: "
-                             f"feature_spec={spec}.")
-        self.image_size = _checks.image_size(image_size)
-        self.color_mode = images.check_color_mode(color_mode)
-        self.interpolation = images.check_interpolation(interpolation)
-        self.rescale = rescale
         self._example = _import_example()
         self._local = threading.local()
         self.index = index_records(self.paths, verbose)
         if not self.index:
             raise ValueError(f"No records in {', '.join(self.paths)}.")
-        labels, self._numeric = None, None
+        self.labels: list[Any] | None = None
+        self.numeric: np.ndarray | None = None
         if self.label_key is not None or self.numeric_keys:
-            labels, self._numeric = self._scan(verbose)
+            self.labels, self.numeric = self._scan(verbose)
         else:  # images only: the first record's kind is checked now, each one when read
             self._read(self._record(0), self.image_key, 0)
-        if label_mode == "auto":
-            label_mode = "int" if self.label_key is not None else None
-        self.loader = None
-        if self.image_key is not None:
-            self.loader = ImageLoader(
-                [self.describe_sample(i) for i in range(len(self.index))], self.image_size,
-                self.color_mode, self.interpolation, verbose=verbose, read=self._image_bytes)
-        super().__init__(len(self.index), labels=labels, label_mode=label_mode,
-                         class_names=class_names, **common)
-        if self.loader is not None:
-            self.loader.wire(self)
-        if rescale is not None and self.dtype not in ("float32", "float16"):
-            raise ValueError(f"`rescale` applies to float batches only. Received: "
-                             f"rescale={rescale} with dtype={self.dtype!r}.")
 
-    def _scan(self, verbose):
+    def source(self, image_size: ImageSize, color_mode: ColorMode,
+               interpolation: Interpolation, rescale: float | None,
+               class_names: Sequence[str] | None, verbose: int,
+               ) -> ImageSource | ArraySource:
+        """The records as a source: of "image" features, decoded by an ImageLoader, or of
+        numeric ones, in memory."""
+        self.image_size = _checks.image_size(image_size)
+        self.color_mode = images.check_color_mode(color_mode)
+        self.interpolation = images.check_interpolation(interpolation)
+        if self.image_key is None:
+            return ArraySource(self.numeric, self.labels, class_names=class_names,
+                               describe=self.describe)
+        loader = ImageLoader([self.describe(i) for i in range(len(self.index))],
+                             self.image_size, self.color_mode, self.interpolation,
+                             verbose=verbose, read=self.image_bytes)
+        return _RecordImages(loader, self.labels, class_names=class_names,
+                             rescale=check_rescale(rescale), describe=self.describe)
+
+    def _scan(self, verbose: int) -> tuple[list[Any] | None, np.ndarray | None]:
         """Labels (and numeric features) of every record, read once."""
-        labels, numeric = [], []
+        labels: list[Any] = []
+        numeric: list[np.ndarray] = []
         for k in progress(range(len(self.index)), "Reading labels", len(self.index),
                           verbose):
             example = self._record(k)
@@ -230,32 +287,35 @@ class TFRecordGenerator(Generator):
             if self.label_key is not None:
                 labels.append(self._read(example, self.label_key, k))
             if self.numeric_keys:
-                row = np.concatenate([self._read(example, key, k)
-                                      for key in self.numeric_keys]).astype("float32")
-                if numeric and len(row) != len(numeric[0]):
-                    sizes = {key: len(self._read(example, key, k))
-                             for key in self.numeric_keys}
-                    raise ValueError(
-                        f"Numeric features must have the same length in every record: "
-                        f"{self.describe_sample(0)} has {len(numeric[0])} values, "
-                        f"{self.describe_sample(k)} has {len(row)} ({sizes}).")
-                numeric.append(row)
+                numeric.append(self._numeric_row(example, k, numeric[0] if numeric else None))
         return (labels if self.label_key is not None else None,
                 np.stack(numeric) if numeric else None)
 
-    def _read(self, example, key, k):
-        return _value(self._feature(example, key, k), self.feature_spec[key], key,
-                      lambda: self.describe_sample(k))
+    def _numeric_row(self, example: Any, k: int, first: np.ndarray | None) -> np.ndarray:
+        row = np.concatenate([self._read(example, key, k)
+                              for key in self.numeric_keys]).astype("float32")
+        if first is not None and len(row) != len(first):
+            sizes = {key: len(self._read(example, key, k)) for key in self.numeric_keys}
+            raise ValueError(
+                f"Numeric features must have the same length in every record: "
+                f"{self.describe(0)} has {len(first)} values, "
+                f"{self.describe(k)} has {len(row)} ({sizes}).")
+        return row
 
-    def _feature(self, example, key, k):
+    def _read(self, example: Any, key: str | None, k: int) -> Any:
+        assert key is not None
+        return _value(self._feature(example, key, k), self.feature_spec[key], key,
+                      lambda: self.describe(k))
+
+    def _feature(self, example: Any, key: str, k: int) -> Any:
         features = example.features.feature
         if key not in features:
-            where = self.describe_sample(k)
+            where = self.describe(k)
             raise ValueError(f"{where[0].upper()}{where[1:]} has no feature {key!r}. Its "
                              f"features: {sorted(features)}.")
         return features[key]
 
-    def _record(self, k):
+    def _record(self, k: int) -> Any:
         """Record `k` parsed, once the CRC32C of its data matched the one stored."""
         number, offset, length, record = self.index[k]
         handles = getattr(self._local, "files", None)
@@ -268,7 +328,7 @@ class TFRecordGenerator(Generator):
         data, footer = f.read(length), f.read(4)
         if len(footer) < 4:
             raise ValueError(f"{self.paths[number]} is truncated: "
-                             f"{self.describe_sample(k)} ends early (the file changed after "
+                             f"{self.describe(k)} ends early (the file changed after "
                              f"it was indexed).")
         if masked_crc(data) != struct.unpack("<I", footer)[0]:
             raise ValueError(
@@ -277,49 +337,50 @@ class TFRecordGenerator(Generator):
                 f"or restore an intact copy.")
         return self._example.FromString(data)
 
-    @property
-    def features(self) -> dict[str, FeatureKind]:
-        """Deprecated: the {feature key: kind} dict is `feature_spec`."""
-        warnings.warn("TFRecordGenerator.features is deprecated: use `feature_spec`.",
-                      DeprecationWarning, stacklevel=2)
-        return self.feature_spec
-
-    @property
-    def sampler_features(self) -> Any:
-        """`features=` when given, else the numeric features (None for images)."""
-        return self._features if self._features is not None else self._numeric
-
-    def describe_sample(self, index: int) -> str:
+    def describe(self, index: int) -> str:
         number, offset, _, record = self.index[index]
         return f"record {record} (byte {offset - 12}) of {self.paths[number]}"
 
-    def _image_bytes(self, index):
+    def image_bytes(self, index: int) -> np.ndarray:
+        """The encoded image of record `index`."""
         data = self._read(self._record(index), self.image_key, index)
         return np.frombuffer(data, dtype=np.uint8)
 
-    def load_sample(self, index: int) -> np.ndarray:
-        if self.image_key is None:
-            return self._numeric[index]
-        return self.loader.load(index)
-
-    def load_batch(self, indices: np.ndarray, positions: np.ndarray,
-                   partners: np.ndarray | None = None, lams: np.ndarray | None = None,
-                   ) -> tuple[BatchArrays, np.ndarray | None]:
-        if self.loader is None or partners is not None or self.augment is not None:
-            return super().load_batch(indices, positions, partners, lams)
-        return self.loader.decode(indices, self.dtype or np.uint8, self.rescale)
-
-    def _pace(self, waited):
-        if self.loader is not None:
-            self.loader.pace(waited)
-
-    def __getstate__(self):
-        state = super().__getstate__()
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
         state.pop("_local", None)
         state.pop("_example", None)
         return state
 
-    def __setstate__(self, state):
-        super().__setstate__(state)
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
         self._local = threading.local()
         self._example = _import_example()
+
+
+class _RecordImages(ImageSource):
+    """The images of TFRecord records: SMOTE searches `features=` only, as before
+    records had thumbnails (decoding every record's image to find neighbours)."""
+
+    @property
+    def features(self) -> None:  # type: ignore[override]
+        return None
+
+
+def _check_spec(feature_spec: Any) -> dict[str, FeatureKind]:
+    """`feature_spec` checked: {key: kind}, one "image" key or numeric keys for x, at
+    most one "label" key."""
+    if not isinstance(feature_spec, Mapping) or not feature_spec:
+        _checks.fail("feature_spec", "a dict {feature key: kind}", feature_spec, TypeError)
+    for key, kind in feature_spec.items():
+        _checks.one_of(f"feature_spec[{key!r}]", kind, KINDS)
+    spec = dict(feature_spec)
+    kinds = list(spec.values())
+    if kinds.count("image") > 1 or kinds.count("label") > 1:
+        raise ValueError(f"`feature_spec` may name one 'image' and one 'label' key. "
+                         f"Received: feature_spec={spec}.")
+    if ("image" not in kinds) == (not any(k in ("float", "int") for k in kinds)):
+        raise ValueError("`feature_spec` must name either one 'image' key or numeric "
+                         "('float' / 'int') keys for x. Received: "
+                         f"feature_spec={spec}.")
+    return spec

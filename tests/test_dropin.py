@@ -495,7 +495,8 @@ def test_public_names_load_lazily_and_dir_is_exact():
 # internal and starts with "_" (docs/architecture.md).
 PUBLIC_MODULES = {
     "augment": "kg.augment", "callbacks": "kg.callbacks", "gpu": "kg.gpu",
-    "samplers": "kg.samplers", "viz": "kg.viz", "rebalance": "kg.rebalance",
+    "samplers": "kg.samplers", "sources": "kg.sources", "viz": "kg.viz",
+    "rebalance": "kg.rebalance",
     "base": "kg.Generator", "generators": "kg.ArrayGenerator and the image generators",
     "image_dataset": "kg.image_dataset_from_directory", "inspection": "kg.inspect",
     "sql": "kg.SQLGenerator", "tfrecord": "kg.TFRecordGenerator",
@@ -518,9 +519,9 @@ def test_every_module_is_public_on_purpose_or_internal_by_name():
 LAYERS = [
     ("foundations", {"_checks", "_typing", "_seeding", "_atomic", "_progress", "_malloc",
                      "_stats", "_shm", "_batching"}),
-    ("source", {"_images", "_sources", "_labels"}),
+    ("source", {"_images", "_listing", "_labels", "sources"}),
     ("order and sampler", {"_resample_arrays", "samplers", "_order"}),
-    ("loader", {"_cache", "loader"}),
+    ("loader", {"_cache", "loader", "_image_source"}),
     ("augment", {"augment"}),
     ("batch", {"_making"}),
     ("feeding", {"_ahead", "_workers", "_feeding", "_keras_compat"}),

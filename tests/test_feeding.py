@@ -378,8 +378,8 @@ def test_decoding_leaves_cores_to_a_slow_consumer_and_widens_when_it_waits(
                                   cache=None, label_mode="int")
     used = []
     load_into = gen.loader.load_into
-    monkeypatch.setattr(gen.loader, "load_into", lambda index, out: (
-        used.append(threading.current_thread().name), load_into(index, out))[1])
+    monkeypatch.setattr(gen.loader, "load_into", lambda index, out, *rest: (
+        used.append(threading.current_thread().name), load_into(index, out, *rest))[1])
     for _ in range(12):  # a slow training step: every batch is ready when asked for
         for i in range(len(gen)):
             gen[i]

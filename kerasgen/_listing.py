@@ -2,6 +2,7 @@
 
 import codecs
 import csv
+import glob
 import io
 import os
 import warnings
@@ -283,7 +284,14 @@ def validation_subset(class_ids, num_samples, validation_split, subset, seed):
 
 
 class Table:
-    """A CSV file or DataFrame as columns of Python values, with row names for errors."""
+    """A CSV file, several CSV files read as one, or a DataFrame, as columns of Python
+    values, with row names for errors.
+
+    `csv`: a path, a list of paths, a glob pattern ("parts/*.csv", sorted matches), or a
+    pandas DataFrame. Several files must have the same columns (in any order); their
+    rows follow one another in the order given, each named by its own file and line,
+    and file names in them are relative to their own file's folder.
+    """
 
     def __init__(self, csv_source, encoding="utf-8"):
         self.path = None
@@ -297,8 +305,8 @@ class Table:
                 raise ValueError("The DataFrame passed as `csv` has no rows.")
             _check_unique([str(c) for c in frame.columns], "The DataFrame passed as `csv`")
             self.columns = {str(c): frame[c].tolist() for c in frame.columns}
-            self._rows = list(frame.index)
-            self.base_dir = os.getcwd()
+            self.rows = list(frame.index)
+            base_dir = os.getcwd()
         elif isinstance(csv_source, (str, os.PathLike)):
             self.path = os.fspath(csv_source)
             if not os.path.isfile(self.path):
@@ -307,12 +315,54 @@ class Table:
             header, rows, lines = _read_csv(self.path, encoding)
             self.columns = {h: [r[k].strip() if k < len(r) else "" for r in rows]
                             for k, h in enumerate(header)}
-            self._rows = lines  # the line each row starts on, for messages
-            self.base_dir = os.path.dirname(os.path.abspath(self.path))
+            self.rows = lines  # the line each row starts on, for messages
+            base_dir = os.path.dirname(os.path.abspath(self.path))
         else:
-            _checks.fail("csv", "a path to a CSV file or a pandas DataFrame", csv_source,
-                         TypeError)
+            _checks.fail("csv", "a path to a CSV file (or a list or glob pattern of them) "
+                         "or a pandas DataFrame", csv_source, TypeError)
         self.num_rows = len(next(iter(self.columns.values())))
+        self.files = [self.path] * self.num_rows  # the file of each row (None: a frame)
+        self.dirs = [base_dir] * self.num_rows  # the folder its file names start from
+
+    @classmethod
+    def read(cls, csv_source, encoding="utf-8"):
+        """The table of `csv_source`: one file, several (a list, or a glob pattern that
+        names no existing file), or a DataFrame."""
+        if isinstance(csv_source, (str, os.PathLike)) and glob.has_magic(
+                os.fspath(csv_source)) and not os.path.exists(csv_source):
+            pattern = os.fspath(csv_source)
+            paths = sorted(glob.glob(pattern))
+            if not paths:
+                raise FileNotFoundError(
+                    f"`csv` must be an existing CSV file, or a pattern naming some. "
+                    f"Received: csv={pattern!r} (a pattern no file matches).")
+            return cls.concat([cls(p, encoding) for p in paths], pattern)
+        if isinstance(csv_source, (list, tuple)):
+            if not csv_source:
+                _checks.fail("csv", "a CSV file or a non-empty list of them", csv_source)
+            return cls.concat([cls(p, encoding) for p in csv_source])
+        return cls(csv_source, encoding)
+
+    @classmethod
+    def concat(cls, tables, name=None):
+        """The rows of `tables`, one after the other, as one table."""
+        first = tables[0]
+        for other in tables[1:]:
+            if set(other.columns) != set(first.columns):
+                raise ValueError(
+                    f"Every CSV file read as one table must have the same columns. "
+                    f"Received: {other.name()} has columns {list(other.columns)}, "
+                    f"{first.name()} has {list(first.columns)}.")
+        table = cls.__new__(cls)
+        table.path = first.path if len(tables) == 1 else None
+        table.label = None if len(tables) == 1 else (
+            name or ", ".join(t.name() for t in tables))
+        table.columns = {c: [v for t in tables for v in t.columns[c]] for c in first.columns}
+        table.rows = [r for t in tables for r in t.rows]
+        table.files = [f for t in tables for f in t.files]
+        table.dirs = [d for t in tables for d in t.dirs]
+        table.num_rows = len(table.rows)
+        return table
 
     @classmethod
     def from_columns(cls, columns, label, base_dir):
@@ -320,9 +370,10 @@ class Table:
         table = cls.__new__(cls)
         table.path, table.label = None, label
         table.columns = columns
-        table._rows = list(range(len(next(iter(columns.values())))))
-        table.base_dir = base_dir
-        table.num_rows = len(table._rows)
+        table.num_rows = len(next(iter(columns.values())))
+        table.rows = list(range(table.num_rows))
+        table.files = [None] * table.num_rows
+        table.dirs = [base_dir] * table.num_rows
         return table
 
     def name(self):
@@ -331,11 +382,11 @@ class Table:
         return self.path if self.path is not None else "the DataFrame"
 
     def describe(self, i):
+        if self.files[i] is not None:
+            return f"line {self.rows[i]} of {self.files[i]}"
         if self.label is not None:
-            return f"row {self._rows[i] + 1} of {self.label}"
-        if self.path is not None:
-            return f"line {self._rows[i]} of {self.path}"
-        return f"row {self._rows[i]!r} of the DataFrame"
+            return f"row {self.rows[i] + 1} of {self.label}"
+        return f"row {self.rows[i]!r} of the DataFrame"
 
     def column(self, name, argument):
         if name not in self.columns:
@@ -348,7 +399,9 @@ class Table:
     def subset(self, keep):
         """Keeps only the rows in `keep` (sorted row numbers)."""
         self.columns = {k: [v[i] for i in keep] for k, v in self.columns.items()}
-        self._rows = [self._rows[i] for i in keep]
+        self.rows = [self.rows[i] for i in keep]
+        self.files = [self.files[i] for i in keep]
+        self.dirs = [self.dirs[i] for i in keep]
         self.num_rows = len(keep)
 
 
@@ -422,17 +475,19 @@ def parse_number(value):
 
 
 def resolve_paths(values, table, directory, allow_outside, describe):
-    """Joins the CSV's file names to their folder, refusing paths that leave it."""
-    root = table.base_dir if directory is None else os.fspath(directory)
-    if directory is not None and not os.path.isdir(root):
+    """Joins the CSV's file names to their folder (`directory`, or each row's file's),
+    refusing paths that leave `directory`."""
+    root = None if directory is None else os.fspath(directory)
+    if root is not None and not os.path.isdir(root):
         raise FileNotFoundError(f"`directory` must be an existing folder. Received: "
                                 f"directory={root!r} (not found).")
-    real_root = os.path.realpath(root)
+    real_root = None if root is None else os.path.realpath(root)
     paths = []
     for i, value in enumerate(values):
         if not isinstance(value, str) or not value.strip():
             raise ValueError(f"File name missing at {describe(i)}. Received: {value!r}.")
-        path = os.path.normpath(os.path.join(root, value))
+        path = os.path.normpath(os.path.join(table.dirs[i] if root is None else root,
+                                             value))
         if directory is not None and not allow_outside:
             real = os.path.realpath(path)
             if os.path.commonpath([real, real_root]) != real_root:

@@ -1,0 +1,198 @@
+"""The source of every generator whose samples are encoded images: image folders, CSV
+lists, SQL queries of paths, TFRecord image features.
+
+`ImageSource` composes, once, what an image sample needs: the files (or records), their
+labels and class names, and an `ImageLoader` (decode, resize, cache, bad-file policy,
+thread pool, pacing), with `rescale` applied when batches convert to floats. Its
+`load_batch` decodes a batch on the loader's pool, blends SMOTE's synthetic rows and
+augments each sample in the pool's threads, straight into the batch.
+"""
+
+from __future__ import annotations
+
+import numbers
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from kerasgen import _batching as batching
+from kerasgen import _checks
+from kerasgen.loader import ImageLoader
+from kerasgen.sources import BatchRequest, default_assemble
+
+
+def check_rescale(rescale: Any) -> float | None:
+    """`rescale=` checked: None or a real number."""
+    if rescale is not None and (isinstance(rescale, bool)
+                                or not isinstance(rescale, numbers.Real)):
+        _checks.fail("rescale", "None or a number (1/255, say)", rescale, TypeError)
+    return None if rescale is None else float(rescale)
+
+
+class ImageSource:
+    """Samples that are encoded images, loaded by `loader`.
+
+    Args:
+        loader: the `ImageLoader` of the samples (one file path, or record name, each).
+        labels: one label per sample (class ids of `class_names`, class names, ...), or
+            None.
+        class_names: the classes in class-id order, or None.
+        rescale: the factor applied when batches convert to a float dtype, or None.
+        describe: names sample i in errors (default: its file path).
+        files_found: the files listed before a validation split (Keras prints it).
+        listing_s: seconds spent listing the files (the stats' "list" stage).
+    """
+
+    def __init__(self, loader: ImageLoader, labels: Any = None, *,
+                 class_names: Sequence[str] | None = None, rescale: float | None = None,
+                 describe: Callable[[int], str] | None = None,
+                 files_found: int | None = None, listing_s: float = 0.0) -> None:
+        self.loader = loader
+        self.labels = labels
+        self.class_names = None if class_names is None else list(class_names)
+        self.rescale = check_rescale(rescale)
+        self._describe = describe
+        self.files_found = len(loader.file_paths) if files_found is None else files_found
+        self.listing_s = listing_s
+        self._thumbnails: Thumbnails | None = None
+
+    def __len__(self) -> int:
+        return len(self.loader.file_paths)
+
+    @property
+    def file_paths(self) -> list[str]:
+        """One image path (or record name) per sample."""
+        return self.loader.file_paths
+
+    def describe(self, index: int) -> str:
+        if self._describe is None:
+            return self.loader.file_paths[index]
+        return self._describe(index)
+
+    def load(self, index: int) -> Any:
+        """Sample `index` as a new uint8 array ((image, mask) with masks)."""
+        if self.loader.mask_paths is None:
+            return self.loader.load(index)
+        out = np.empty(self.loader.sample_shape, np.uint8)
+        return out, self.loader.load_with_mask(int(index), out)[1]
+
+    @property
+    def features(self) -> Thumbnails:
+        """8x8 RGB thumbnails, made once per needed sample: SMOTE's default space."""
+        if self._thumbnails is None:
+            self._thumbnails = Thumbnails(self.loader)
+        return self._thumbnails
+
+    def for_processes(self, processes: int) -> ImageSource:
+        """This source with its loader shared by `processes` worker processes."""
+        shared = ImageSource(self.loader.for_processes(processes), self.labels,
+                             class_names=self.class_names, rescale=self.rescale,
+                             describe=self._describe, files_found=self.files_found,
+                             listing_s=self.listing_s)
+        return shared
+
+    def pace(self, waited: bool) -> None:
+        """The work-ahead's news of each batch (see `ImageLoader.pace`)."""
+        self.loader.pace(waited)
+
+    def check(self, dtype: str | None) -> None:
+        """Refuses a `rescale` with a batch dtype it cannot apply to."""
+        if self.rescale is not None and dtype not in ("float32", "float16"):
+            raise ValueError(
+                f"`rescale` applies to float batches only. Received: rescale={self.rescale} "
+                f"with dtype={dtype!r}. Use dtype='float32', or drop rescale and let "
+                "the model rescale (a keras.layers.Rescaling layer)."
+            )
+
+    def validate(self) -> list[str]:
+        """Decodes every file once (in parallel, with progress); returns the bad paths."""
+        return self.loader.validate()
+
+    # ----------------------------------------------------------------- batches
+    def load_batch(self, request: BatchRequest) -> tuple[Any, Any]:
+        """(x, masks or None) of `request`; a bad file (on_error="skip") is replaced by
+        the first good sample of `request.substitutes(index)`."""
+        substitutes = request.substitutes
+        if request.partners is None:
+            if request.augment is not None:
+                return self._load_augmented(request, substitutes)
+            return self.loader.decode(request.indices, request.dtype or np.uint8,
+                                      request.rescale, buffers=request.buffers,
+                                      stage=request.stage, substitutes=substitutes)
+        return self._load_synthetic(request, substitutes)
+
+    def _load_synthetic(self, request, substitutes):
+        """SMOTE: decode the partners after the batch's own rows, blend, then augment."""
+        indices, partners, lams = request.indices, request.partners, request.lams
+        n, synthetic = len(indices), np.flatnonzero(partners >= 0)
+        out, masks = self.loader.decode(np.concatenate([indices, partners[synthetic]]),
+                                        np.uint8, buffers=request.buffers,
+                                        stage=request.stage, substitutes=substitutes)
+        rows = np.zeros(n, bool)
+        rows[synthetic] = True
+        out = batching.blend_rows(out[:n], out[n:], lams[synthetic], rows)
+        masks = None if masks is None else masks[:n]  # a synthetic sample keeps x_i's mask
+        if request.augment is not None:
+            with request.stage("augment"):
+                pairs = [pair for part in self.loader.in_threads(n, lambda a, b: [
+                    request.augment(out[k], request.positions[k],
+                                    None if masks is None else masks[k])
+                    for k in range(a, b)]) for pair in part]
+            with request.stage("assemble"):
+                assemble = default_assemble(request)
+                out = assemble([x for x, _ in pairs], request.indices)
+                if masks is not None:
+                    masks = assemble([m for _, m in pairs], request.indices)
+        return batching.convert(out, request.dtype, request.rescale, request.buffers), masks
+
+    def _load_augmented(self, request, substitutes):
+        """Decodes, augments and converts each sample in the pool's threads, straight into
+        the batch (sample 0 first, here, to learn the augmented shape)."""
+        loader, indices, stage = self.loader, request.indices, request.stage
+
+        def one(k):
+            pixels = np.empty(loader.sample_shape, np.uint8)
+            with stage("decode"):
+                mask = loader.load_with_mask(int(indices[k]), pixels, None, substitutes)[1]
+            with stage("augment"):
+                return request.augment(pixels, request.positions[k], mask)
+
+        def put(k, sample, batch, rescale):
+            sample = np.asarray(sample)
+            if sample.shape != batch.shape[1:]:  # the error names the sample
+                batching.write(batch, k, sample, lambda: request.describe(int(indices[k])))
+            batching.convert_into(batch[k], sample, rescale)
+
+        x0, m0 = one(0)
+        x0 = np.asarray(x0)
+        out = np.empty((len(indices),) + x0.shape, request.dtype or x0.dtype)
+        masks = None if m0 is None else np.empty((len(indices),) + np.shape(m0), np.int32)
+
+        def chunk(a, b):
+            for k in range(a, b):
+                x, m = (x0, m0) if k == 0 else one(k)
+                with stage("assemble"):
+                    put(k, x, out, request.rescale)
+                    if masks is not None:
+                        put(k, m, masks, None)
+
+        loader.in_threads(len(indices), chunk)
+        return out, masks
+
+
+class Thumbnails:
+    """Lazily decoded 8x8 RGB thumbnails, the default SMOTE feature space for images.
+    Indexing with an array decodes the samples not seen yet and keeps them."""
+
+    def __init__(self, loader: ImageLoader) -> None:
+        self.loader = loader
+        self.table: dict[int, np.ndarray] = {}
+
+    def __getitem__(self, indices: Any) -> np.ndarray:
+        indices = np.atleast_1d(np.asarray(indices))
+        self.loader.thumbnails(indices, self.table)
+        return np.stack([self.table[int(i)] for i in indices])
+
+    def __len__(self) -> int:
+        return len(self.loader.file_paths)

@@ -1,0 +1,546 @@
+"""Sources: what the samples are, as objects a generator takes whole.
+
+A source knows how many samples there are, their labels, how to name sample i in an
+error and how to load it; nothing of epochs, order, augmentation or batches' targets.
+Every kerasgen generator is a builder of one (`gen.source`) over `kg.Generator`, which
+takes any object with these members:
+
+```python
+class Records:                       # a list of (encoded image bytes, label) records
+    def __init__(self, records):
+        self.records = records
+        self.labels = [label for _, label in records]   # or None: no labels
+        self.class_names = None                         # None: sorted distinct labels
+
+    def __len__(self):
+        return len(self.records)
+
+    def describe(self, index):       # how error messages name sample `index`
+        return f"record {index}"
+
+    def load(self, index):           # -> x, or (x, y) when the sample carries its target
+        data = np.frombuffer(self.records[index][0], np.uint8)
+        return cv2.imdecode(data, cv2.IMREAD_COLOR)[..., ::-1]
+
+gen = kg.Generator(source=Records(records), label_mode="int", batch_size=32, seed=1)
+```
+
+A source may also have `features` (the feature space SMOTE searches, one row per
+sample), `file_paths` (one path per sample: `get_state` records them) and
+`load_batch(request)` (a whole batch at once, see `BatchRequest`; `ArraySource` and the
+image sources have one).
+
+Sources compose as tf.data's datasets do: `concatenate(a, b)` holds the samples of `a`
+then those of `b` (with one class-id mapping over both), `zip(a, b)` sample i of each
+as one multi-input sample `(x_a, x_b)` (`zip(image=a, meta=b)`: a dict), labelled by
+the first part with labels.
+"""
+
+from __future__ import annotations
+
+import builtins
+import dataclasses
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+
+from kerasgen import _batching as batching
+from kerasgen import _checks
+
+__all__ = ["ArraySource", "BatchRequest", "BatchSource", "Source", "concatenate", "zip"]
+
+
+@runtime_checkable
+class Source(Protocol):
+    """What a generator needs of its data (see the module's docstring)."""
+
+    @property
+    def labels(self) -> Any:
+        """One label per sample, as given (class names or ids, a list of labels per
+        sample, any array for "raw"), or None."""
+
+    @property
+    def class_names(self) -> Sequence[str] | None:
+        """The classes in class-id order, or None (then the sorted distinct labels)."""
+
+    def __len__(self) -> int: ...
+
+    def describe(self, index: int) -> str:
+        """How error messages name sample `index` (a file, a row, a record...)."""
+
+    def load(self, index: int) -> Any:
+        """Sample `index`: x, or (x, y) when the sample carries its own target."""
+
+
+@dataclass(frozen=True)
+class BatchRequest:
+    """What a source's `load_batch` is asked for, and what it may use to answer.
+
+    Attributes:
+        indices: the samples of the batch, in batch order.
+        positions: their places in the epoch (they key the augmentation's draws).
+        partners, lams: SMOTE: where partners[k] >= 0, row k is synthetic,
+            x_k + lams[k] * (x_partner - x_k), made before augmentation (None: none).
+        dtype, rescale: the batch's dtype ("float32", "float16", "uint8", None: the
+            samples' own) and the factor applied when converting to a float dtype.
+        augment: `augment(x, position, mask) -> (x, mask)`, or None (no augmentation).
+        with_masks: the samples' y is a segmentation mask, augmented with x.
+        seed: the generator's seed (it keys any choice a source makes, such as the
+            stand-in of a bad file).
+        buffers: the batch-array pool (`_batching.BufferPool`): batches allocated there
+            are reused once Keras lets go of them.
+        stage: `stage(name)`, a context adding its time to the generator's stats.
+        describe: names sample i in errors (the generator's `describe_sample`).
+        substitutes: `substitutes(i) -> (indices, what they are called)`: the samples
+            that may stand in for a bad sample i (on_error="skip"), in order: the other
+            samples of its class, permuted by (seed, i).
+    """
+
+    indices: np.ndarray
+    positions: np.ndarray
+    partners: np.ndarray | None
+    lams: np.ndarray | None
+    dtype: str | None
+    rescale: float | None
+    augment: Callable[[Any, int, Any], tuple[Any, Any]] | None
+    with_masks: bool
+    seed: int
+    buffers: batching.BufferPool
+    stage: Callable[[str], AbstractContextManager[object]]
+    describe: Callable[[int], str]
+    substitutes: Callable[[int], tuple[np.ndarray, str]] | None = None
+
+    def part(self, rows: np.ndarray, indices: np.ndarray, start: int = 0,
+             end: int | None = None) -> BatchRequest:
+        """The request for `rows` of this batch, read as `indices` of a part holding
+        samples start..end of this one (partners and stand-ins renumbered in it)."""
+        partners = None if self.partners is None else self.partners[rows]
+        if partners is not None and start:
+            partners = np.where(partners >= 0, partners - start, -1)
+        substitutes = self.substitutes
+        if substitutes is not None and (start or end is not None):
+            substitutes = _within(substitutes, start, end)
+        return dataclasses.replace(
+            self, indices=indices, positions=self.positions[rows], partners=partners,
+            lams=None if self.lams is None else self.lams[rows], substitutes=substitutes)
+
+
+def _within(substitutes: Callable[[int], tuple[np.ndarray, str]], start: int,
+            end: int | None) -> Callable[[int], tuple[np.ndarray, str]]:
+    """`substitutes` of a part holding samples start..end: its own samples only."""
+    def local(index: int) -> tuple[np.ndarray, str]:
+        candidates, group = substitutes(index + start)
+        inside = (candidates >= start) & (candidates < (end if end is not None else
+                                                        np.iinfo(np.int64).max))
+        return candidates[inside] - start, group
+    return local
+
+
+@runtime_checkable
+class BatchSource(Source, Protocol):
+    """A source that loads whole batches (faster than one sample at a time)."""
+
+    def load_batch(self, request: BatchRequest) -> tuple[Any, Any]:
+        """(x, y or None) of `request.indices`: blended, augmented, converted to
+        `request.dtype` and assembled."""
+
+
+def load_each(request: BatchRequest, load: Callable[[int], Any],
+              assemble: Callable[[Sequence[Any], np.ndarray], Any] | None = None,
+              finish: Callable[[Any], Any] | None = None) -> tuple[Any, Any]:
+    """A batch made one sample at a time: each loaded (`load(i)` -> x or (x, y)),
+    blended with its SMOTE partner, augmented, then the batch assembled and converted
+    (`assemble(samples, indices)`, `finish(x)`; by default into `request.buffers`)."""
+    if assemble is None:
+        assemble = default_assemble(request)
+    if finish is None:
+        def finish(x: Any) -> Any:
+            return batching.convert(x, request.dtype, request.rescale, request.buffers)
+    xs, ys = [], []
+    partners, lams = request.partners, request.lams
+    for k, (index, position) in enumerate(zip_(request.indices, request.positions)):
+        with request.stage("read"):
+            sample = load(int(index))
+            x, y = sample if isinstance(sample, tuple) else (sample, None)
+            if partners is not None and lams is not None and partners[k] >= 0:
+                other = load(int(partners[k]))
+                other = other[0] if isinstance(other, tuple) else other
+                x = batching.blend(x, other, lams[k])
+        if request.augment is not None:
+            with request.stage("augment"):
+                if request.with_masks:
+                    x, y = request.augment(x, int(position), y)
+                else:
+                    x, _ = request.augment(x, int(position), None)
+        xs.append(x)
+        ys.append(y)
+    with request.stage("assemble"):
+        y_batch = None if ys[0] is None else assemble(ys, request.indices)
+        return finish(assemble(xs, request.indices)), y_batch
+
+
+zip_ = builtins.zip  # `zip` below is the sources' zip
+
+
+def default_assemble(request: BatchRequest) -> Callable[[Sequence[Any], np.ndarray], Any]:
+    """Writes same-shaped samples into one batch from `request.buffers`."""
+    def assemble(samples: Sequence[Any], indices: np.ndarray) -> Any:
+        batch = batching.allocate(samples[0], len(samples), request.buffers)
+        for k, (sample, index) in enumerate(zip_(samples, indices)):
+            batching.write(batch, k, sample, lambda i=int(index): request.describe(i))
+        return batch
+    return assemble
+
+
+def features_of(source: Any) -> Any:
+    """The source's SMOTE feature space (`features`), or None."""
+    return getattr(source, "features", None)
+
+
+def file_paths_of(source: Any) -> list[str] | None:
+    """The source's `file_paths` (one path per sample), or None."""
+    return getattr(source, "file_paths", None)
+
+
+def for_processes(source: Any, processes: int) -> Any:
+    """`source` as worker processes share it (an image source's memory cache in shared
+    memory): its `for_processes(n)`, or the source itself."""
+    share = getattr(source, "for_processes", None)
+    return source if share is None else share(processes)
+
+
+def check_batches(source: Any, dtype: str | None, label_mode: str | None,
+                  class_ids: np.ndarray | None) -> None:
+    """What a source refuses of a generator's batches: its own `check(dtype)` (an image
+    source refuses a `rescale` of integer batches), and skipping bad files without a
+    class to pick a stand-in from."""
+    own = getattr(source, "check", None)
+    if own is not None:
+        own(dtype)
+    on_error = getattr(getattr(source, "loader", None), "on_error", None)
+    if on_error == "skip" and class_ids is None and label_mode not in (None, "mask"):
+        raise ValueError(
+            "on_error='skip' replaces a bad image by another of its class, but with "
+            f"label_mode={label_mode!r} samples have no single class, so the "
+            "stand-in's image would not match the targets. Use on_error='raise' and "
+            "gen.validate() to find the bad files first."
+        )
+
+
+def check(source: Any) -> Any:
+    """Refuses what is not a source, naming the member it lacks."""
+    missing = [name for name in ("__len__", "describe", "load", "labels", "class_names")
+               if not hasattr(source, name)]
+    if missing:
+        raise TypeError(
+            f"`source` must be a kerasgen source: an object with __len__, describe(i), "
+            f"load(i), labels and class_names (see kg.sources). Received: "
+            f"{type(source).__name__}, which has no {', '.join(missing)}.")
+    return source
+
+
+# ----------------------------------------------------------------- arrays
+def as_arrays(value: Any, name: str) -> tuple[Any, int]:
+    """An ndarray, or a dict of ndarrays, with the number of samples they hold."""
+    if isinstance(value, dict):
+        if not value:
+            _checks.fail(name, "a non-empty dict of arrays", value)
+        arrays = {k: np.asarray(v) for k, v in value.items()}
+        lengths = {k: len(v) for k, v in arrays.items()}
+        if len(set(lengths.values())) != 1:
+            raise ValueError(f"Every array of `{name}` must hold the same number of "
+                             f"samples. Received lengths {lengths}.")
+        return arrays, next(iter(lengths.values()))
+    array = np.asarray(value)
+    if array.ndim == 0:
+        _checks.fail(name, "an array with one row per sample", value, TypeError)
+    return array, len(array)
+
+
+class ArraySource:
+    """Samples that are rows of in-memory arrays.
+
+    Args:
+        x: an array (n, ...) or a dict of arrays (multi-input models).
+        labels: one label per sample, or None.
+        masks: segmentation masks (n, h, w[, 1]) returned as each sample's y, or None.
+        class_names: the classes in class-id order, or None.
+        describe: names sample i in errors (default: "sample i").
+    """
+
+    def __init__(self, x: Any, labels: Any = None, *, masks: np.ndarray | None = None,
+                 class_names: Sequence[str] | None = None,
+                 describe: Callable[[int], str] | None = None) -> None:
+        self.x, self.num_samples = as_arrays(x, "x")
+        self.labels = labels
+        self.masks = masks
+        self.class_names = None if class_names is None else list(class_names)
+        self._describe = describe
+
+    def __len__(self) -> int:
+        return self.num_samples
+
+    @property
+    def features(self) -> np.ndarray | None:
+        """x, the feature space SMOTE searches (None when x is a dict of arrays)."""
+        return None if isinstance(self.x, dict) else self.x
+
+    def describe(self, index: int) -> str:
+        return f"sample {index}" if self._describe is None else self._describe(index)
+
+    def load(self, index: int) -> Any:
+        if isinstance(self.x, dict):
+            x = {k: v[index] for k, v in self.x.items()}
+        else:
+            x = self.x[index]
+        return x if self.masks is None else (x, self.masks[index])
+
+    def load_batch(self, request: BatchRequest) -> tuple[Any, Any]:
+        """Rows taken in one vectorised step per array (sample by sample when
+        augmenting)."""
+        if request.augment is not None:
+            return load_each(request, self.load)
+        indices = request.indices
+        x: Any
+        with request.stage("read"):
+            if isinstance(self.x, dict):
+                x = {k: self._take(v, request) for k, v in self.x.items()}
+            else:
+                x = self._take(self.x, request)
+            masks = None if self.masks is None else np.take(self.masks, indices, axis=0)
+        with request.stage("assemble"):
+            return batching.convert(x, request.dtype, request.rescale,
+                                    request.buffers), masks
+
+    @staticmethod
+    def _take(array: np.ndarray, request: BatchRequest) -> np.ndarray:
+        indices, partners, lams = request.indices, request.partners, request.lams
+        rows = None
+        if array.dtype != object:
+            rows = request.buffers.empty((len(indices),) + array.shape[1:], array.dtype)
+        rows = np.take(array, indices, axis=0, out=rows)
+        if partners is None or lams is None:
+            return rows
+        synthetic = partners >= 0
+        return batching.blend_rows(rows, np.take(array, partners[synthetic], axis=0),
+                                   lams[synthetic], synthetic)
+
+
+# ----------------------------------------------------------------- composition
+def _named_labels(part: Any) -> tuple[Any, list[str] | None]:
+    """(labels, class names) of a part of a concatenation, its labels read as class
+    names where they are class ids of named classes (a generator's, or its source's),
+    so that they mean the same in another part."""
+    names = getattr(part, "class_names", None)
+    labels = part.labels
+    if hasattr(part, "source") and labels is None:  # a generator without class ids
+        labels, names = part.source.labels, part.source.class_names
+    if labels is None or names is None:
+        return labels, None if names is None else list(names)
+    array = labels if isinstance(labels, np.ndarray) else np.asarray(labels)
+    if array.ndim == 1 and array.dtype.kind in "iu":
+        return [names[int(i)] for i in array], list(names)
+    return labels, list(names)
+
+
+class ConcatSource:
+    """The samples of several sources, one after the other (tf.data's `concatenate`).
+
+    Labels that are class ids of a part's `class_names` are read as those names, so
+    one class-id mapping (the sorted union of the parts' classes, or the parts' common
+    `class_names`) holds over all the parts.
+    """
+
+    def __init__(self, parts: Sequence[Any]) -> None:
+        if len(parts) < 2:
+            _checks.fail("sources", "two sources or more", list(parts))
+        self.parts = [check(source_of(part)) for part in parts]
+        self.starts = np.cumsum([0] + [len(p) for p in self.parts])
+        named = [_named_labels(part) for part in parts]
+        given = [labels is not None for labels, _ in named]
+        if any(given) and not all(given):
+            missing = [k for k, has in enumerate(given) if not has]
+            raise ValueError(
+                "Every part of a concatenation must have labels, or none. Received: "
+                f"parts {missing} without labels, the others with.")
+        self.labels = _joined([labels for labels, _ in named]) if all(given) else None
+        names = [part_names for _, part_names in named]
+        self.class_names: list[str] | None = None
+        if names[0] is not None and all(n == names[0] for n in names):
+            self.class_names = names[0]
+        elif any(n is not None for n in names) and self.labels is not None:
+            self.class_names = sorted({str(v) for v in self.labels})
+
+    def __len__(self) -> int:
+        return int(self.starts[-1])
+
+    def locate(self, index: int) -> tuple[int, int]:
+        """(part, index in that part) of sample `index`."""
+        part = int(np.searchsorted(self.starts, index, side="right")) - 1
+        return part, int(index - self.starts[part])
+
+    def describe(self, index: int) -> str:
+        part, local = self.locate(index)
+        return self.parts[part].describe(local)
+
+    def load(self, index: int) -> Any:
+        part, local = self.locate(index)
+        return self.parts[part].load(local)
+
+    @property
+    def features(self) -> np.ndarray | None:
+        """The parts' feature spaces stacked (None unless every part has one)."""
+        spaces = [features_of(p) for p in self.parts]
+        if any(s is None for s in spaces):
+            return None
+        return np.concatenate([np.asarray(s[np.arange(len(p))])
+                               for s, p in zip_(spaces, self.parts)])
+
+    @property
+    def file_paths(self) -> list[str] | None:
+        paths = [file_paths_of(p) for p in self.parts]
+        if any(p is None for p in paths):
+            return None
+        return [path for part in paths for path in part]  # type: ignore[union-attr]
+
+    def for_processes(self, processes: int) -> ConcatSource:
+        return ConcatSource([for_processes(p, processes) for p in self.parts])
+
+    def load_batch(self, request: BatchRequest) -> tuple[Any, Any]:
+        """Each part loads its rows (by its own `load_batch` where it has one), and the
+        rows are put back in batch order. SMOTE partners from another part are loaded
+        sample by sample."""
+        located = [self.locate(int(i)) for i in request.indices]
+        part_of = np.array([p for p, _ in located])
+        crossing = request.partners is not None and any(
+            int(j) >= 0 and self.locate(int(j))[0] != part_of[k]
+            for k, j in enumerate(request.partners))
+        if crossing:
+            return load_each(request, self.load)
+        pieces = []
+        for part in sorted(set(part_of.tolist())):
+            rows = np.flatnonzero(part_of == part)
+            start, end = int(self.starts[part]), int(self.starts[part + 1])
+            sub = request.part(rows, request.indices[rows] - start, start, end)
+            source = self.parts[part]
+            loaded = (source.load_batch(sub) if isinstance(source, BatchSource)
+                      else load_each(sub, source.load))
+            pieces.append((rows, loaded))
+        return _scatter(pieces, len(request.indices), request)
+
+
+def _joined(parts: list[Any]) -> Any:
+    """The labels of the parts, one after the other."""
+    if all(isinstance(p, np.ndarray) for p in parts):
+        return np.concatenate(parts)
+    return [value for part in parts for value in list(part)]
+
+
+def _scatter(pieces: list[tuple[np.ndarray, tuple[Any, Any]]], n: int,
+             request: BatchRequest) -> tuple[Any, Any]:
+    """One batch of `n` rows from (rows, (x, y)) pieces."""
+    def gather(values: list[tuple[np.ndarray, Any]]) -> Any:
+        first = values[0][1]
+        if first is None:
+            return None
+        if isinstance(first, dict):
+            return {key: gather([(rows, v[key]) for rows, v in values]) for key in first}
+        out = np.empty((n,) + np.shape(first)[1:], np.asarray(first).dtype)
+        for rows, value in values:
+            if np.shape(value)[1:] != out.shape[1:]:
+                raise ValueError(
+                    "Every sample of a batch must have the same shape. Received: shape "
+                    f"{np.shape(value)[1:]} for {request.describe(int(request.indices[rows[0]]))}, "
+                    f"but {out.shape[1:]} for another part's samples. Give the parts of "
+                    "a concatenation one image_size (or sample shape).")
+            out[rows] = value
+        return out
+
+    with request.stage("assemble"):
+        return (gather([(rows, loaded[0]) for rows, loaded in pieces]),
+                gather([(rows, loaded[1]) for rows, loaded in pieces]))
+
+
+class ZipSource:
+    """Sample i of each source as one multi-input sample (tf.data's `zip`): x is the
+    tuple of the parts' x (a dict with names), labelled by the first part with labels.
+    """
+
+    def __init__(self, parts: Sequence[Any], names: Sequence[str] | None = None) -> None:
+        if len(parts) < 2:
+            _checks.fail("sources", "two sources or more", list(parts))
+        self.parts = [check(source_of(part)) for part in parts]
+        self.names = None if names is None else list(names)
+        lengths = [len(p) for p in self.parts]
+        if len(set(lengths)) != 1:
+            raise ValueError(f"The sources of a zip must hold the same number of samples. "
+                             f"Received lengths {lengths}.")
+        labelled = [p for p in self.parts if p.labels is not None]
+        first = labelled[0] if labelled else None
+        self.labels = None if first is None else first.labels
+        self.class_names = None if first is None else first.class_names
+
+    def __len__(self) -> int:
+        return len(self.parts[0])
+
+    def describe(self, index: int) -> str:
+        return " and ".join(p.describe(index) for p in self.parts)
+
+    def _join(self, xs: list[Any]) -> Any:
+        return tuple(xs) if self.names is None else dict(zip_(self.names, xs))
+
+    def load(self, index: int) -> Any:
+        xs, y = [], None
+        for part in self.parts:
+            sample = part.load(index)
+            x, part_y = sample if isinstance(sample, tuple) else (sample, None)
+            xs.append(x)
+            y = part_y if y is None else y
+        return self._join(xs), y
+
+    @property
+    def features(self) -> np.ndarray | None:
+        """The first part's feature space."""
+        return features_of(self.parts[0])
+
+    def for_processes(self, processes: int) -> ZipSource:
+        return ZipSource([for_processes(p, processes) for p in self.parts], self.names)
+
+    def load_batch(self, request: BatchRequest) -> tuple[Any, Any]:
+        """Each part loads the batch (its own `load_batch` where it has one); without
+        augmentation, which sees the whole sample, as a tuple or dict."""
+        if request.augment is not None:
+            return load_each(request, self.load)
+        # a stand-in for a bad sample of one part would not match the other parts' sample
+        request = dataclasses.replace(request, substitutes=None)
+        xs, y = [], None
+        for part in self.parts:
+            x, part_y = (part.load_batch(request) if isinstance(part, BatchSource)
+                         else load_each(request, part.load))
+            xs.append(x)
+            y = part_y if y is None else y
+        return self._join(xs), y
+
+
+def concatenate(*sources: Any) -> ConcatSource:
+    """The samples of `sources`, one after the other (see `ConcatSource`)."""
+    return ConcatSource(sources)
+
+
+def zip(*sources: Any, **named: Any) -> ZipSource:  # noqa: A001 - tf.data's name
+    """Sample i of each source as one multi-input sample: `zip(a, b)` gives x = (x_a,
+    x_b), `zip(image=a, meta=b)` x = {"image": x_a, "meta": x_b} (see `ZipSource`)."""
+    if sources and named:
+        raise TypeError("kg.sources.zip takes sources by position or by name, not both.")
+    if named:
+        return ZipSource(list(named.values()), list(named))
+    return ZipSource(sources)
+
+
+def source_of(value: Any) -> Any:
+    """A source, or the source of a kerasgen generator (`gen.source`)."""
+    return getattr(value, "source", value)
+

@@ -1,0 +1,229 @@
+"""kerasgen.sources: a new source is one class; sources compose (several CSV files as one
+table, concatenation, zip) and train through fit; a generator over another's source
+makes its batches byte for byte."""
+
+import cv2
+import keras
+import numpy as np
+import pytest
+
+import kerasgen as kg
+
+from .conftest import write_image
+
+
+class Records:
+    """A source over a list of (encoded PNG bytes, label) records: the whole class."""
+
+    def __init__(self, records):
+        self.records = records
+        self.labels = [label for _, label in records]
+        self.class_names = None
+
+    def __len__(self):
+        return len(self.records)
+
+    def describe(self, index):
+        return f"record {index}"
+
+    def load(self, index):
+        data = np.frombuffer(self.records[index][0], np.uint8)
+        return cv2.imdecode(data, cv2.IMREAD_COLOR)[..., ::-1]
+
+
+def png_records(n=24, size=8):
+    rng = np.random.default_rng(0)
+    records = []
+    for i in range(n):
+        label = ["round", "square"][i % 2]
+        image = np.full((size, size, 3), 40 if label == "round" else 200, np.uint8)
+        image += rng.integers(0, 20, image.shape, dtype=np.uint8)
+        records.append((cv2.imencode(".png", image)[1].tobytes(), label))
+    return records
+
+
+def tiny_model(inputs, classes=2):
+    x = keras.layers.Flatten()(inputs) if not isinstance(inputs, list) else (
+        keras.layers.Concatenate()([keras.layers.Flatten()(i) for i in inputs]))
+    outputs = keras.layers.Dense(classes, activation="softmax")(x)
+    model = keras.Model(inputs, outputs)
+    model.compile(optimizer="adam", loss="sparse_categorical_crossentropy")
+    return model
+
+
+def test_a_new_source_is_one_class_and_trains_through_fit():
+    gen = kg.Generator(source=Records(png_records()), label_mode="int", batch_size=8, seed=3)
+    assert gen.num_samples == 24 and len(gen) == 3
+    assert gen.class_names == ["round", "square"]
+    assert gen.labels.tolist()[:4] == [0, 1, 0, 1]
+    x, y = gen[0]
+    assert x.shape == (8, 8, 8, 3) and x.dtype == np.float32 and y.shape == (8,)
+    # the label of each row is its record's: dark images are "round" (0)
+    plan = gen.epoch_plan()[:8]
+    assert y.tolist() == [i % 2 for i in plan]
+    assert ((x.mean(axis=(1, 2, 3)) > 120) == (y == 1)).all()
+    history = tiny_model(keras.Input((8, 8, 3))).fit(gen, epochs=2, verbose=0)
+    assert len(history.history["loss"]) == 2 and gen.epoch == 2
+
+
+def test_batches_of_a_source_are_those_of_its_generator(image_folder):
+    common = dict(image_size=(8, 8), batch_size=5, seed=4, cache=None)
+    gen = kg.ImageFolderGenerator(image_folder, **common)
+    again = kg.Generator(source=gen.source, batch_size=5, seed=4, label_mode="int")
+    assert len(again) == len(gen)
+    for epoch in range(2):
+        for i in range(len(gen)):
+            (xa, ya), (xb, yb) = gen[i], again[i]
+            np.testing.assert_array_equal(xa, xb)
+            np.testing.assert_array_equal(ya, yb)
+        gen.on_epoch_end()
+        again.on_epoch_end()
+
+
+def test_source_errors_name_what_is_wrong():
+    with pytest.raises(TypeError, match="`source` must be a kerasgen source.*has no "
+                                        "describe, load, labels, class_names"):
+        kg.Generator(source=[1, 2, 3])
+    with pytest.raises(TypeError, match="pass no `num_samples` or `labels` with it"):
+        kg.Generator(3, source=Records(png_records(4)))
+    with pytest.raises(TypeError, match="needs `source`.*or `num_samples`"):
+        kg.Generator()
+    arrays = kg.sources.ArraySource(np.zeros((5, 2)), [0, 1, 0, 1, 0])
+    with pytest.raises(ValueError, match="same number of samples. Received lengths"):
+        kg.sources.zip(arrays, kg.sources.ArraySource(np.zeros((4, 2))))
+    with pytest.raises(ValueError, match="Every part of a concatenation must have labels"):
+        kg.sources.concatenate(arrays, kg.sources.ArraySource(np.zeros((4, 2))))
+
+
+def _csv(path, rows):
+    path.write_text("filename,label\n" + "".join(f"{f},{label}\n" for f, label in rows))
+    return path
+
+
+@pytest.fixture
+def split_csvs(tmp_path, image_folder):
+    """The folder's images listed in two CSV files (one per folder, relative paths)."""
+    rows = [(str(p.relative_to(image_folder)), p.relative_to(image_folder).parts[0])
+            for p in sorted(image_folder.rglob("*")) if p.suffix in (".png", ".jpg")]
+    _csv(image_folder / "all.csv", rows)
+    other = tmp_path / "more"
+    other.mkdir()
+    for k, (name, label) in enumerate(rows[6:]):  # the second part in another folder
+        write_image(str(other / name), value=10 * (k + 6), seed=k + 6)
+    first = _csv(image_folder / "part-1.csv", rows[:6])
+    second = _csv(other / "part-2.csv", rows[6:])
+    return first, second
+
+
+def test_several_csv_files_read_as_one_table(split_csvs, image_folder):
+    first, second = split_csvs
+    common = dict(image_size=(8, 8), batch_size=4, shuffle=False, cache=None)
+    parts = kg.CSVGenerator([first, second], **common)
+    whole = kg.CSVGenerator(image_folder / "all.csv", **common)
+    assert parts.num_samples == whole.num_samples == 12
+    assert parts.class_names == whole.class_names == ["cat", "dog", "fox"]
+    np.testing.assert_array_equal(parts.labels, whole.labels)
+    # file names are relative to their own CSV file's folder; rows named by their file
+    assert parts.file_paths[6].startswith(str(second.parent))
+    assert parts.describe_sample(0).endswith(f"(line 2 of {first})")
+    assert parts.describe_sample(6).endswith(f"(line 2 of {second})")
+    for i in range(len(parts)):
+        np.testing.assert_array_equal(parts[i][1], whole[i][1])
+    # a glob pattern reads the matching files, sorted
+    globbed = kg.CSVGenerator(str(image_folder / "part-*.csv"), **common)
+    assert globbed.num_samples == 6
+    with pytest.raises(FileNotFoundError, match=r"a pattern no file matches"):
+        kg.CSVGenerator(str(image_folder / "nothing-*.csv"), **common)
+
+
+def test_csv_parts_split_and_train_alike(split_csvs, image_folder):
+    first, second = split_csvs
+    common = dict(image_size=(8, 8), batch_size=4, validation_split=0.25, seed=7, cache=None)
+    train = kg.CSVGenerator([first, second], subset="training", **common)
+    val = kg.CSVGenerator([first, second], subset="validation", **common)
+    assert not set(train.file_paths) & set(val.file_paths)
+    assert train.num_samples + val.num_samples == 12
+    assert train.class_names == val.class_names == ["cat", "dog", "fox"]
+    model = tiny_model(keras.Input((8, 8, 3)), classes=3)
+    model.fit(train, validation_data=val, epochs=1, verbose=0)
+
+
+def test_csv_parts_must_share_their_columns(tmp_path, image_folder):
+    a = _csv(image_folder / "a.csv", [("cat/cat_0.png", "cat")])
+    b = image_folder / "b.csv"
+    b.write_text("path,label\ncat/cat_1.jpg,cat\n")
+    with pytest.raises(ValueError, match=rf"same columns. Received: {b} has columns "
+                                         r"\['path', 'label'\]"):
+        kg.CSVGenerator([a, b], image_size=(8, 8))
+
+
+def test_a_concatenation_keeps_one_class_mapping_and_trains(image_folder, split_csvs):
+    first, second = split_csvs
+    folder = kg.ImageFolderGenerator(image_folder, image_size=(8, 8), cache=None)
+    csv = kg.CSVGenerator(second, image_size=(8, 8), cache=None)
+    assert csv.class_names == ["dog", "fox"] != folder.class_names  # ids differ
+    both = kg.Generator(source=kg.sources.concatenate(folder, csv), label_mode="int",
+                        batch_size=6, seed=2)
+    assert both.num_samples == 12 + 6
+    assert both.class_names == ["cat", "dog", "fox"]
+    names = [both.class_names[i] for i in both.labels]
+    assert names[:12] == [folder.class_names[i] for i in folder.labels]
+    assert names[12:] == ["dog"] + ["fox"] * 5
+    assert both.describe_sample(12) == csv.describe_sample(0)
+    # every row is its part's image, with its part's label
+    x, y = both[0]
+    for row, index in enumerate(both.epoch_plan()[:6]):
+        part, local = (folder, index) if index < 12 else (csv, index - 12)
+        np.testing.assert_array_equal(x[row], part.source.load(int(local)))
+        assert both.class_names[y[row]] == part.class_names[part.labels[local]]
+    tiny_model(keras.Input((8, 8, 3)), classes=3).fit(both, epochs=1, verbose=0)
+
+
+def test_a_zip_is_one_multi_input_sample_and_trains(image_folder):
+    folder = kg.ImageFolderGenerator(image_folder, image_size=(8, 8), cache=None,
+                                     shuffle=False)
+    meta = kg.sources.ArraySource(np.arange(12, dtype="float32").reshape(12, 1) * 2)
+    zipped = kg.Generator(source=kg.sources.zip(folder, meta), label_mode="int",
+                          batch_size=4, seed=5)
+    assert zipped.class_names == folder.class_names
+    (images, numbers), y = zipped[0]
+    plan = zipped.epoch_plan()[:4]
+    assert images.shape == (4, 8, 8, 3) and numbers.shape == (4, 1)
+    np.testing.assert_array_equal(numbers[:, 0], plan * 2)
+    np.testing.assert_array_equal(y, folder.labels[plan])
+    named = kg.Generator(source=kg.sources.zip(image=folder, meta=meta), label_mode="int",
+                         batch_size=4, seed=5)
+    x, _ = named[0]
+    assert sorted(x) == ["image", "meta"]
+    np.testing.assert_array_equal(x["image"], images)
+    model = tiny_model([keras.Input((8, 8, 3)), keras.Input((1,))], classes=3)
+    model.fit(zipped, epochs=1, verbose=0)
+
+
+def test_a_zip_augments_whole_samples():
+    arrays = kg.sources.ArraySource(np.arange(8, dtype="float32").reshape(8, 1))
+    doubled = kg.sources.ArraySource(np.arange(8, dtype="float32").reshape(8, 1) * 2)
+
+    def augment(x, rng):  # sees the whole multi-input sample
+        a, b = x
+        return a + 100, b
+
+    gen = kg.Generator(source=kg.sources.zip(arrays, doubled), augment=augment,
+                       batch_size=4, shuffle=False)
+    ((a, b),) = gen[0]  # unlabeled: x alone, a tuple of inputs kept wrapped
+    np.testing.assert_array_equal(a[:, 0], np.arange(4) + 100)
+    np.testing.assert_array_equal(b[:, 0], np.arange(4) * 2)
+
+
+def test_a_concatenation_of_sources_is_reproducible_with_workers(image_folder):
+    folder = kg.ImageFolderGenerator(image_folder, image_size=(8, 8), cache=None)
+    arrays = kg.sources.ArraySource(
+        np.zeros((4, 8, 8, 3), np.uint8) + 255, ["cat", "dog", "dog", "fox"])
+    batches = []
+    for workers in (1, 3):
+        gen = kg.Generator(source=kg.sources.concatenate(folder, arrays), label_mode="int",
+                           batch_size=5, seed=9, workers=workers, prefetch=2)
+        batches.append([gen[i] for i in range(len(gen))])
+    for (xa, ya), (xb, yb) in zip(*batches):
+        np.testing.assert_array_equal(xa, xb)
+        np.testing.assert_array_equal(ya, yb)
