@@ -7,6 +7,7 @@ pixels are written (and, in a file, its checksum).
 
 import errno
 import hashlib
+import importlib
 import json
 import mmap
 import os
@@ -14,15 +15,24 @@ import threading
 import warnings
 import weakref
 import zlib
+from types import ModuleType
 
 import numpy as np
 
 from kerasgen import _atomic, _shm
 
-try:  # hardware CRC32C: about 6 us per 224x224x3 sample, zlib's CRC32 about 40 us
-    import google_crc32c
-except ImportError:  # an optional dependency (kerasgen[tfrecord])
-    google_crc32c = None
+
+def _optional_module(name: str) -> ModuleType | None:
+    """The module `name`, or None where that optional dependency is not installed."""
+    try:
+        return importlib.import_module(name)
+    except ImportError:
+        return None
+
+
+# hardware CRC32C: about 6 us per 224x224x3 sample, zlib's CRC32 about 40 us; an optional
+# dependency (kerasgen[tfrecord])
+google_crc32c = _optional_module("google_crc32c")
 
 
 def crc32c(index, row):

@@ -1,14 +1,21 @@
-"""Argument checks that raise DESIGN.md's one message form.
+"""Argument checks that raise kerasgen's one error-message form.
 
 `` `name` must be <what>. Received: name=<value> ``
+
+(docs/getting-started.md, "Arguments every generator takes", shows it to users;
+docs/architecture.md places this module among the foundations.)
 """
 
 import numbers
+from typing import NoReturn
 
 import numpy as np
 
 
-def fail(name, requirement, value, exc=ValueError, hint=""):
+def fail(name: str, requirement: str, value: object, exc: type[Exception] = ValueError,
+         hint: str = "") -> NoReturn:
+    """Raises `exc` with the one message form, `hint` (how to fix it) appended; it never
+    returns, so a type checker knows that code after a failed check is unreachable."""
     message = f"`{name}` must be {requirement}. Received: {name}={value!r}"
     if hint:
         message += f". {hint}"

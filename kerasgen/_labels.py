@@ -142,9 +142,9 @@ def _as_ids(arr):
     return arr.astype(np.int32)
 
 
-def encode_class_labels(values, label_mode, class_names=None, num_classes=None,
-                        describe=None):
-    """Targets from one label per sample: class names (str) or integer class ids."""
+def _one_label_per_sample(values, label_mode):
+    """`values` as a list or a 1-D array: an (n, 1) column flattened, other 2-D shapes
+    refused (they are multi-hot rows or other targets)."""
     values = list(values) if not isinstance(values, np.ndarray) else values
     if isinstance(values, np.ndarray) and values.ndim == 2 and values.shape[1] == 1:
         values = values[:, 0]
@@ -154,9 +154,13 @@ def encode_class_labels(values, label_mode, class_names=None, num_classes=None,
             f"Received: labels of shape {values.shape}. Use label_mode='multi_label' "
             "for multi-hot rows or label_mode='raw' for other targets."
         )
-    numeric = (isinstance(values, np.ndarray) and values.dtype != object
-               and np.issubdtype(values.dtype, np.number))
-    if numeric:  # vectorised: a million labels in milliseconds
+    return values
+
+
+def _check_no_missing(values, numeric, describe):
+    """Raises at the first missing or NaN label (vectorised for a numeric array: a million
+    labels in milliseconds)."""
+    if numeric:
         missing = np.flatnonzero(np.isnan(values)) if np.issubdtype(
             values.dtype, np.floating) else ()
         missing_at = [int(i) for i in missing[:1]]
@@ -167,86 +171,133 @@ def encode_class_labels(values, label_mode, class_names=None, num_classes=None,
             f"Labels must not be missing or NaN. Received: {_plain(values[i])!r} at "
             f"{_row_name(describe, i)}. Fill or drop that row."
         )
-    strings = [False] * len(values) if numeric else [isinstance(v, str) for v in values]
+
+
+def _check_not_mixed(values, strings):
+    """Raises when some labels are class names and others are not (`strings`: which
+    are)."""
     if any(strings) and not all(strings):
         raise ValueError(
             "Labels must be all class names (str) or all integer ids, not a mix. "
             f"Received: {_plain(values[strings.index(False)])!r} and "
             f"{_plain(values[strings.index(True)])!r}."
         )
-    if len(values) and all(strings):
-        names = [str(n) for n in (sorted(set(values)) if class_names is None
-                                  else class_names)]
-        lookup = {name: k for k, name in enumerate(names)}
-        unknown = [i for i, v in enumerate(values) if v not in lookup]
-        if unknown:
-            i = unknown[0]
-            raise ValueError(
-                f"Label {_plain(values[i])!r} at {_row_name(describe, i)} is not one of "
-                f"`class_names`={names} ({len(unknown)} rows with unknown labels)."
-            )
-        ids = np.array([lookup[v] for v in values], dtype="int64")
-        num_classes = _resolve_num_classes(num_classes, len(names))
-        if num_classes < len(names):
-            _checks.fail("num_classes", f"at least the number of classes ({len(names)})",
-                         num_classes)
-    else:
-        arr = np.asarray(values)
-        if arr.dtype == bool or (arr.dtype == object and all(
-                isinstance(v, (bool, np.bool_, numbers.Integral)) for v in arr)):
-            arr = arr.astype("int64")  # True/False columns, or ints from a database
-        if arr.size and not np.issubdtype(arr.dtype, np.number):
-            raise TypeError(
-                f"Labels must be class names (str) or integer ids for "
-                f"label_mode={label_mode!r}. Received: dtype {arr.dtype}."
-            )
-        ids = _as_ids(arr)
-        if arr.size and not np.issubdtype(arr.dtype, np.integer) and not np.array_equal(
-                ids, arr):
-            i = int(np.flatnonzero(ids != arr)[0])
-            raise ValueError(
-                f"Class ids must be integers. Received: {_plain(arr[i])!r} at "
-                f"{_row_name(describe, i)}. Use label_mode='raw' for real-valued targets."
-            )
-        inferred = len(class_names) if class_names is not None else (
-            int(ids.max()) + 1 if ids.size else 0)
-        num_classes = _resolve_num_classes(num_classes, inferred)
-        _check_ids(ids, num_classes, describe)
-        names = (list(class_names) if class_names is not None
-                 else [str(k) for k in range(num_classes)])
+
+
+def _ids_of_names(values, class_names, num_classes, describe):
+    """(ids, names, num_classes) of labels that are class names: ids into `class_names`
+    (the sorted distinct labels by default); a label it lacks is an error."""
+    names = [str(n) for n in (sorted(set(values)) if class_names is None
+                              else class_names)]
+    lookup = {name: k for k, name in enumerate(names)}
+    unknown = [i for i, v in enumerate(values) if v not in lookup]
+    if unknown:
+        i = unknown[0]
+        raise ValueError(
+            f"Label {_plain(values[i])!r} at {_row_name(describe, i)} is not one of "
+            f"`class_names`={names} ({len(unknown)} rows with unknown labels)."
+        )
+    ids = np.array([lookup[v] for v in values], dtype="int64")
+    num_classes = _resolve_num_classes(num_classes, len(names))
+    if num_classes < len(names):
+        _checks.fail("num_classes", f"at least the number of classes ({len(names)})",
+                     num_classes)
+    return ids, names, num_classes
+
+
+def _integer_ids(values, label_mode, describe):
+    """`values` (integer ids, booleans or whole numbers) as an array of class ids;
+    anything else (text, real-valued numbers) is an error."""
+    arr = np.asarray(values)
+    if arr.dtype == bool or (arr.dtype == object and all(
+            isinstance(v, (bool, np.bool_, numbers.Integral)) for v in arr)):
+        arr = arr.astype("int64")  # True/False columns, or ints from a database
+    if arr.size and not np.issubdtype(arr.dtype, np.number):
+        raise TypeError(
+            f"Labels must be class names (str) or integer ids for "
+            f"label_mode={label_mode!r}. Received: dtype {arr.dtype}."
+        )
+    ids = _as_ids(arr)
+    if arr.size and not np.issubdtype(arr.dtype, np.integer) and not np.array_equal(
+            ids, arr):
+        i = int(np.flatnonzero(ids != arr)[0])
+        raise ValueError(
+            f"Class ids must be integers. Received: {_plain(arr[i])!r} at "
+            f"{_row_name(describe, i)}. Use label_mode='raw' for real-valued targets."
+        )
+    return ids
+
+
+def _ids_of_numbers(values, label_mode, class_names, num_classes, describe):
+    """(ids, names, num_classes) of labels that are class ids: num_classes is
+    len(class_names), else the largest id + 1, unless given; every id must lie below
+    it."""
+    ids = _integer_ids(values, label_mode, describe)
+    inferred = len(class_names) if class_names is not None else (
+        int(ids.max()) + 1 if ids.size else 0)
+    num_classes = _resolve_num_classes(num_classes, inferred)
+    _check_ids(ids, num_classes, describe)
+    names = (list(class_names) if class_names is not None
+             else [str(k) for k in range(num_classes)])
+    return ids, names, num_classes
+
+
+def _check_binary(label_mode, num_classes, names):
+    """Refuses label_mode='binary' for more than two classes."""
     if label_mode == "binary" and num_classes > 2:
         raise ValueError(
             f"label_mode='binary' needs at most two classes. Received: {num_classes} "
             f"classes ({names[:5]}{'...' if len(names) > 5 else ''}). Use "
             "label_mode='categorical' or 'int'."
         )
+
+
+def encode_class_labels(values, label_mode, class_names=None, num_classes=None,
+                        describe=None):
+    """Targets from one label per sample: class names (str) or integer class ids."""
+    values = _one_label_per_sample(values, label_mode)
+    numeric = (isinstance(values, np.ndarray) and values.dtype != object
+               and np.issubdtype(values.dtype, np.number))
+    _check_no_missing(values, numeric, describe)
+    strings = [False] * len(values) if numeric else [isinstance(v, str) for v in values]
+    _check_not_mixed(values, strings)
+    if len(values) and all(strings):
+        ids, names, num_classes = _ids_of_names(values, class_names, num_classes, describe)
+    else:
+        ids, names, num_classes = _ids_of_numbers(values, label_mode, class_names,
+                                                  num_classes, describe)
+    _check_binary(label_mode, num_classes, names)
     return Targets(label_mode, class_ids=ids, class_names=names, num_classes=num_classes)
 
 
-def encode_multi_labels(values, class_names=None, num_classes=None, describe=None):
-    """Targets from a (n, C) 0/1 matrix or from one list of labels per sample."""
-    if (isinstance(values, np.ndarray) and values.ndim == 2
-            and np.issubdtype(values.dtype, np.number)):
-        if np.issubdtype(values.dtype, np.floating) and np.isnan(values).any():
-            i = int(np.flatnonzero(np.isnan(values).any(axis=1))[0])
-            raise ValueError(
-                f"Labels must not be NaN. Received: NaN at {_row_name(describe, i)}."
-            )
-        if not np.isin(values, (0, 1)).all():
-            i = int(np.flatnonzero(~np.isin(values, (0, 1)).all(axis=1))[0])
-            raise ValueError(
-                "Multi-hot labels must hold only 0 and 1. Received: "
-                f"{values[i].tolist()} at {_row_name(describe, i)}."
-            )
-        n_cols = values.shape[1]
-        names = list(class_names) if class_names is not None else [str(k) for k in range(n_cols)]
-        if len(names) != n_cols:
-            _checks.fail("class_names", f"{n_cols} names, one per label column", class_names)
-        num_classes = _resolve_num_classes(num_classes, n_cols)
-        if num_classes != n_cols:
-            _checks.fail("num_classes", f"the number of label columns ({n_cols})", num_classes)
-        return Targets("multi_label", multi_hot=values.astype("uint8"),
-                       class_names=names, num_classes=num_classes)
+def _multi_hot_matrix(values, class_names, num_classes, describe):
+    """Targets from an (n, C) numeric matrix, checked: no NaN, only 0 and 1, and
+    `class_names` and `num_classes` (when given) agreeing with its C columns."""
+    if np.issubdtype(values.dtype, np.floating) and np.isnan(values).any():
+        i = int(np.flatnonzero(np.isnan(values).any(axis=1))[0])
+        raise ValueError(
+            f"Labels must not be NaN. Received: NaN at {_row_name(describe, i)}."
+        )
+    if not np.isin(values, (0, 1)).all():
+        i = int(np.flatnonzero(~np.isin(values, (0, 1)).all(axis=1))[0])
+        raise ValueError(
+            "Multi-hot labels must hold only 0 and 1. Received: "
+            f"{values[i].tolist()} at {_row_name(describe, i)}."
+        )
+    n_cols = values.shape[1]
+    names = list(class_names) if class_names is not None else [str(k) for k in range(n_cols)]
+    if len(names) != n_cols:
+        _checks.fail("class_names", f"{n_cols} names, one per label column", class_names)
+    num_classes = _resolve_num_classes(num_classes, n_cols)
+    if num_classes != n_cols:
+        _checks.fail("num_classes", f"the number of label columns ({n_cols})", num_classes)
+    return Targets("multi_label", multi_hot=values.astype("uint8"),
+                   class_names=names, num_classes=num_classes)
+
+
+def _label_rows(values, describe):
+    """One list of labels per sample (a single name or id becomes a list of one); a
+    missing row, or a missing label in a row, is an error."""
     rows = []
     for i, row in enumerate(values):
         if isinstance(row, (str, numbers.Integral)):
@@ -261,30 +312,62 @@ def encode_multi_labels(values, class_names=None, num_classes=None, describe=Non
             raise ValueError(f"Labels must not be missing. Received: {row!r} at "
                              f"{_row_name(describe, i)}.")
         rows.append(row)
-    flat = [v for row in rows for v in row]
-    if flat and all(isinstance(v, str) for v in flat):
-        names = [str(n) for n in (sorted(set(flat)) if class_names is None
-                                  else class_names)]
-        lookup = {name: k for k, name in enumerate(names)}
-        for i, row in enumerate(rows):
-            for v in row:
-                if v not in lookup:
-                    raise ValueError(f"Label {_plain(v)!r} at {_row_name(describe, i)} is not one "
-                                     f"of `class_names`={names}.")
-        id_rows = [[lookup[v] for v in row] for row in rows]
-        num_classes = _resolve_num_classes(num_classes, len(names))
-    else:
-        id_rows = [[int(v) for v in row] for row in rows]
-        inferred = (len(class_names) if class_names is not None
-                    else max(flat, default=-1) + 1)
-        num_classes = _resolve_num_classes(num_classes, inferred)
-        names = (list(class_names) if class_names is not None
-                 else [str(k) for k in range(num_classes)])
-    multi_hot = np.zeros((len(rows), num_classes), dtype="uint8")
+    return rows
+
+
+def _id_rows_of_names(rows, flat, class_names, num_classes, describe):
+    """(id_rows, names, num_classes) of rows of class names: ids into `class_names`
+    (the sorted distinct labels by default); a label it lacks is an error."""
+    names = [str(n) for n in (sorted(set(flat)) if class_names is None
+                              else class_names)]
+    lookup = {name: k for k, name in enumerate(names)}
+    for i, row in enumerate(rows):
+        for v in row:
+            if v not in lookup:
+                raise ValueError(f"Label {_plain(v)!r} at {_row_name(describe, i)} is not one "
+                                 f"of `class_names`={names}.")
+    id_rows = [[lookup[v] for v in row] for row in rows]
+    num_classes = _resolve_num_classes(num_classes, len(names))
+    return id_rows, names, num_classes
+
+
+def _id_rows_of_numbers(rows, flat, class_names, num_classes):
+    """(id_rows, names, num_classes) of rows of class ids: num_classes is
+    len(class_names), else the largest id + 1, unless given."""
+    id_rows = [[int(v) for v in row] for row in rows]
+    inferred = (len(class_names) if class_names is not None
+                else max(flat, default=-1) + 1)
+    num_classes = _resolve_num_classes(num_classes, inferred)
+    names = (list(class_names) if class_names is not None
+             else [str(k) for k in range(num_classes)])
+    return id_rows, names, num_classes
+
+
+def _multi_hot_rows(id_rows, num_classes, describe):
+    """The (n, num_classes) uint8 multi-hot matrix of rows of class ids, each id checked
+    to lie in [0, num_classes)."""
+    multi_hot = np.zeros((len(id_rows), num_classes), dtype="uint8")
     for i, row in enumerate(id_rows):
         ids = np.asarray(row, dtype="int64")
         _check_ids(ids, num_classes, lambda _, i=i: _row_name(describe, i))
         multi_hot[i, ids] = 1
+    return multi_hot
+
+
+def encode_multi_labels(values, class_names=None, num_classes=None, describe=None):
+    """Targets from a (n, C) 0/1 matrix or from one list of labels per sample."""
+    if (isinstance(values, np.ndarray) and values.ndim == 2
+            and np.issubdtype(values.dtype, np.number)):
+        return _multi_hot_matrix(values, class_names, num_classes, describe)
+    rows = _label_rows(values, describe)
+    flat = [v for row in rows for v in row]
+    if flat and all(isinstance(v, str) for v in flat):
+        id_rows, names, num_classes = _id_rows_of_names(rows, flat, class_names,
+                                                        num_classes, describe)
+    else:
+        id_rows, names, num_classes = _id_rows_of_numbers(rows, flat, class_names,
+                                                          num_classes)
+    multi_hot = _multi_hot_rows(id_rows, num_classes, describe)
     return Targets("multi_label", multi_hot=multi_hot, class_names=names,
                    num_classes=num_classes)
 

@@ -64,6 +64,8 @@ SamplingStrategy = Union[float, StrategyName, Mapping[Any, int],
 # (fn(image, rng, mask=mask) -> (image, mask) in mask mode).
 Augment = Callable[..., Any]
 
-# batch_augment: a Keras preprocessing layer or fn(x, y, rng) -> (x, y), or a list of them
-# (a Keras layer is callable).
-BatchAugmentSteps = Union[Callable[..., Any], Sequence[Callable[..., Any]]]
+# batch_augment: a Keras preprocessing layer or fn(x, y, rng) -> (x, y), or a list or
+# tuple of them (a Keras layer is callable; kerasgen.augment.BatchAugment reads a list or a
+# tuple as steps, anything else as one step).
+BatchAugmentSteps = Union[Callable[..., Any], list[Callable[..., Any]],
+                          tuple[Callable[..., Any], ...]]

@@ -15,7 +15,7 @@ import inspect
 import random
 import threading
 from types import ModuleType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeGuard
 
 import numpy as np
 
@@ -32,7 +32,9 @@ def _is_albumentations(obj):
     return type(obj).__module__.split(".")[0] == "albumentations"
 
 
-def _is_keras_layer(obj):
+def _is_keras_layer(obj: object) -> TypeGuard[Any]:
+    """Whether `obj` is a Keras layer (then typed Any, as Keras ships no hints), found
+    by its classes' names so that Keras is not imported to tell."""
     return any(c.__module__.split(".")[0] == "keras" and c.__name__ == "Layer"
                for c in type(obj).__mro__)
 

@@ -25,6 +25,7 @@ from kerasgen import _labels as labels_mod
 from kerasgen import _seeding as seeding
 from kerasgen import _stats as stats_mod
 from kerasgen import samplers as samplers_mod
+from kerasgen._typing import BatchAugmentSteps
 
 if TYPE_CHECKING:
     import numpy.typing as npt
@@ -151,7 +152,7 @@ class Generator(PyDataset):
                  label_mode: str | None = AUTO, num_classes: int | None = None,
                  class_names: Sequence[str] | None = None, dtype: str | None = "float32",
                  augment: Callable[..., Any] | None = None,
-                 batch_augment: Callable[..., Any] | Sequence[Callable[..., Any]] | None = None,
+                 batch_augment: BatchAugmentSteps | None = None,
                  sampler: Any = None, drop_remainder: bool = False,
                  sample_weight: npt.ArrayLike | None = None, mask_format: str = "ids",
                  features: npt.ArrayLike | None = None, num_shards: int | None = None,

@@ -165,13 +165,8 @@ MAX_PIXELS_HELP = ("images whose header declares more pixels are refused (Pillow
 IMAGE_SIZE_HELP = "size every image is resized to: 224, 224x224 or 224,224 (height, width)"
 
 
-def main(argv=None):
-    from kerasgen import __version__
-
-    parser = argparse.ArgumentParser(prog="kerasgen", description="kerasgen tools")
-    parser.add_argument("--version", action="version", version=f"kerasgen {__version__}")
-    commands = parser.add_subparsers(dest="command", required=True)
-    defaults = argparse.ArgumentDefaultsHelpFormatter  # every option's help shows its default
+def _add_preview(commands, defaults):
+    """The `preview` command's options (a grid of an image folder's first batch)."""
     preview = commands.add_parser(
         "preview", help="write a grid of samples of an image folder, with class names",
         formatter_class=defaults)
@@ -185,6 +180,9 @@ def main(argv=None):
                          help="apply a typical augmentation (needs albumentations)")
     preview.set_defaults(run=_preview)
 
+
+def _add_inspect(commands, defaults):
+    """The `inspect` command's options (kg.inspect's report of a folder or CSV file)."""
     inspect = commands.add_parser(
         "inspect", help="class counts, imbalance, image sizes and formats, corrupt files",
         formatter_class=defaults)
@@ -204,6 +202,9 @@ def main(argv=None):
     inspect.add_argument("--json", action="store_true", help="print JSON, for scripts")
     inspect.set_defaults(run=_inspect)
 
+
+def _add_bench(commands, defaults):
+    """The `bench` command's options (images/s inside Keras's own loop)."""
     bench = commands.add_parser(
         "bench", help="images/s and where the time goes, to tune workers and cache",
         formatter_class=defaults)
@@ -227,7 +228,27 @@ def main(argv=None):
                        help=MAX_PIXELS_HELP)
     bench.add_argument("--json", action="store_true", help="print JSON, for scripts")
     bench.set_defaults(run=_bench)
-    args = parser.parse_args(argv)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The `kerasgen` argument parser: --version and one subcommand per tool, each
+    option's help showing its default."""
+    from kerasgen import __version__
+
+    parser = argparse.ArgumentParser(prog="kerasgen", description="kerasgen tools")
+    parser.add_argument("--version", action="version", version=f"kerasgen {__version__}")
+    commands = parser.add_subparsers(dest="command", required=True)
+    defaults = argparse.ArgumentDefaultsHelpFormatter  # every option's help shows its default
+    _add_preview(commands, defaults)
+    _add_inspect(commands, defaults)
+    _add_bench(commands, defaults)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Runs the command `argv` names (sys.argv's by default); returns its exit status:
+    0, or 2 with the error on stderr for a bad argument, file or missing dependency."""
+    args = build_parser().parse_args(argv)
     try:
         return args.run(args)
     except (ValueError, FileNotFoundError, ImportError) as error:

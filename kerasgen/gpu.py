@@ -262,12 +262,12 @@ def run_isolated(fn: Callable[..., _T], *args: Any, **kwargs: Any) -> _T:
     if status == "ok":
         return pickle.loads(body)
     blob, name, text, remote = body
-    error = None
+    raised = None
     if blob is not None:
         try:
-            error = pickle.loads(blob)
+            raised = pickle.loads(blob)
         except Exception:  # noqa: BLE001 - whatever stops unpickling it
-            error = None
-    if not isinstance(error, BaseException):
-        error = RuntimeError(f"{name}: {text}")
-    raise error from _RemoteTraceback(f'\n"""\n{remote}"""')
+            raised = None
+    if not isinstance(raised, BaseException):
+        raised = RuntimeError(f"{name}: {text}")
+    raise raised from _RemoteTraceback(f'\n"""\n{remote}"""')

@@ -14,7 +14,8 @@ N_ARRAY = 23
 
 
 class Records(kg.Generator):
-    """A custom dataset as DESIGN.md shows it: records with a value and a label."""
+    """A custom dataset as docs/custom-datasets.md shows it: records with a value and a
+    label."""
 
     def __init__(self, records, **kwargs):
         self.records = records
