@@ -5,7 +5,7 @@ STAMP := $(VENV)/.kerasgen-installed
 export KERAS_BACKEND ?= tensorflow
 export TF_CPP_MIN_LOG_LEVEL ?= 2
 
-.PHONY: demo test test-fast test-tensorflow test-jax lint install clean
+.PHONY: demo test test-fast test-tensorflow test-jax lint typecheck install clean
 
 install: $(STAMP)
 
@@ -28,6 +28,10 @@ test-fast: $(STAMP)
 # ruff, configured in pyproject.toml
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
+
+# mypy over the whole package, configured in pyproject.toml
+typecheck: $(STAMP)
+	$(VENV)/bin/mypy
 
 # one target per Keras backend (tests/conftest.py says which tests run off TensorFlow,
 # docs/backends.md has the table); PyTorch's CPU wheel is too large for CI

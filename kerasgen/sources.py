@@ -52,6 +52,8 @@ from kerasgen import _checks
 
 __all__ = ["ArraySource", "BatchRequest", "BatchSource", "Source", "concatenate", "zip"]
 
+zip_ = builtins.zip  # `zip` below is the sources' own, tf.data's name
+
 
 @runtime_checkable
 class Source(Protocol):
@@ -180,9 +182,6 @@ def load_each(request: BatchRequest, load: Callable[[int], Any],
     with request.stage("assemble"):
         y_batch = None if ys[0] is None else assemble(ys, request.indices)
         return finish(assemble(xs, request.indices)), y_batch
-
-
-zip_ = builtins.zip  # `zip` below is the sources' zip
 
 
 def default_assemble(request: BatchRequest) -> Callable[[Sequence[Any], np.ndarray], Any]:

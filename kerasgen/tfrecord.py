@@ -17,7 +17,6 @@ except ImportError:  # named with the pip command in TFRecordGenerator(...)
     google_crc32c = None  # type: ignore[assignment]
 
 from kerasgen import _checks
-from kerasgen import _images as images
 from kerasgen._image_source import ImageSource, check_rescale
 from kerasgen.base import Generator
 from kerasgen.loader import ImageLoader
@@ -208,16 +207,17 @@ class TFRecordGenerator(Generator):
         return getattr(self.source, "loader", None)
 
     @property
-    def image_size(self) -> tuple[int, int]:
-        return self.records.image_size
+    def image_size(self) -> tuple[int, int] | None:
+        """(height, width) of "image" features (None for numeric ones)."""
+        return None if self.loader is None else self.loader.image_size
 
     @property
-    def color_mode(self) -> ColorMode:
-        return self.records.color_mode
+    def color_mode(self) -> ColorMode | None:
+        return None if self.loader is None else self.loader.color_mode
 
     @property
-    def interpolation(self) -> Interpolation:
-        return self.records.interpolation
+    def interpolation(self) -> Interpolation | None:
+        return None if self.loader is None else self.loader.interpolation
 
     @property
     def features(self) -> dict[str, FeatureKind]:
@@ -263,15 +263,12 @@ class Records:
                ) -> ImageSource | ArraySource:
         """The records as a source: of "image" features, decoded by an ImageLoader, or of
         numeric ones, in memory."""
-        self.image_size = _checks.image_size(image_size)
-        self.color_mode = images.check_color_mode(color_mode)
-        self.interpolation = images.check_interpolation(interpolation)
-        if self.image_key is None:
+        if self.image_key is None:  # the image options apply to "image" features only
             return ArraySource(self.numeric, self.labels, class_names=class_names,
                                describe=self.describe)
         loader = ImageLoader([self.describe(i) for i in range(len(self.index))],
-                             self.image_size, self.color_mode, self.interpolation,
-                             verbose=verbose, read=self.image_bytes)
+                             image_size, color_mode, interpolation, verbose=verbose,
+                             read=self.image_bytes)
         return _RecordImages(loader, self.labels, class_names=class_names,
                              rescale=check_rescale(rescale), describe=self.describe)
 
