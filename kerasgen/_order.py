@@ -10,6 +10,12 @@ The plan of epoch e is a pure function of (seed, e): the sampler's
 `plan(labels, seed, e, **context)`, with `kg.samplers.Shuffle` (shuffle=True) or
 `Sequential` (shuffle=False) when no sampler is given; whatever the sampler returns
 becomes a `kg.samplers.Plan`. A shard reads every num_shards-th batch of the shared plan.
+
+What a sampler derives from the data once for every epoch (SMOTE's neighbor table) is
+kept in the order's `memo` (a `kg.samplers.Memo`, passed to `plan` as the `memo`
+keyword), never on the sampler object, which the user may share between generators.
+The order's copies (a generator's views, its work-ahead, a worker process's unpickled
+generator) share it or carry it with them.
 """
 
 import copy
@@ -55,7 +61,8 @@ class EpochOrder:
             `shuffle`).
         seed: an int, or None to draw one once.
         labels: the class ids a sampler plans from (None: no single class per sample).
-        context: keywords for the sampler's plan (class_names, features).
+        context: keywords for the sampler's plan (class_names, features); the order adds
+            num_samples, batch_size and its `memo`.
         prepare: find a synthetic plan's neighbours when it is made (worker processes,
             which would each search anew, then inherit them).
     """
@@ -76,6 +83,7 @@ class EpochOrder:
         self.context = {"num_samples": num_samples, "batch_size": batch_size,
                         **(context or {})}
         self.prepare = prepare
+        self.memo = samplers_mod.Memo()  # the sampler's derived data, shared by copies
         self.epoch = 0
         self.offset = 0  # batches of the current epoch skipped on a mid-epoch resume
         self.shard = None  # (num_shards, index, remainder) or None
@@ -95,7 +103,8 @@ class EpochOrder:
         cached = self._cache
         if cached is not None and cached[0] == epoch:
             return cached[1]
-        plan = self.sampler.plan(self.labels, self.seed, epoch, **self.context)
+        plan = self.sampler.plan(self.labels, self.seed, epoch, memo=self.memo,
+                                 **self.context)
         if not isinstance(plan, samplers_mod.Plan):
             plan = samplers_mod.Plan(np.asarray(plan, dtype="int64"))
         elif self.prepare:
@@ -174,9 +183,9 @@ class EpochOrder:
         """A copy serving `epoch` (from its start, or where this one stands in it)."""
         epoch = _checks.non_negative_int("epoch", epoch)
         view = self.copy()
-        view.epoch = epoch
-        view._cache = self._cache if epoch == self.epoch else None
-        view.offset = self.offset if epoch == self.epoch else 0
+        if epoch != self.epoch:
+            view.forget_plan()
+            view.epoch, view.offset = epoch, 0
         return view
 
     def sharded(self, num_shards, index, remainder="pad"):
@@ -204,8 +213,21 @@ class EpochOrder:
             )
 
     def copy(self):
-        """An independent copy (the plan is made anew when asked for)."""
+        """An independent copy of the position, sharing the plan made last (until it moves
+        to another epoch or seed) and the memo."""
         return copy.copy(self)
+
+    def __copy__(self):
+        """A shallow copy that keeps the plan made last (a pickle does not: see
+        `__getstate__`)."""
+        clone = object.__new__(type(self))
+        clone.__dict__.update(self.__dict__)
+        return clone
+
+    def forget_plan(self):
+        """Drops the plan made last (made anew when asked for): after a change of epoch or
+        seed."""
+        self._cache = None
 
     # ----------------------------------------------------------------- state
     def source_name(self):
@@ -301,7 +323,8 @@ class EpochOrder:
         moved.seed = _checks.non_negative_int("state['seed']", state["seed"])  # None too
         moved.epoch = _checks.non_negative_int("state['epoch']", state["epoch"])
         moved.offset = 0
-        moved._cache = self._cache if moved.seed == self.seed else None
+        if moved.seed != self.seed:
+            moved.forget_plan()
         moved.offset = _checks.non_negative_int("state['batch']", state.get("batch", 0))
         if moved.offset and moved.num_batches() == 0:
             raise ValueError(f"The state's batch position ({moved.offset}) is past the end "

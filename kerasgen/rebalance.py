@@ -58,12 +58,12 @@ def class_weights(y: npt.ArrayLike) -> dict[int, float]:
 
     `y` holds class ids (or one-hot rows, which are turned into ids).
     """
-    y = np.asarray(y)
-    if y.ndim == 2 and y.shape[1] > 1:
-        y = y.argmax(axis=1)
-    y = y.reshape(-1)
-    if y.size == 0:
+    ids = np.asarray(y)
+    if ids.ndim == 2 and ids.shape[1] > 1:
+        ids = ids.argmax(axis=1)
+    ids = ids.reshape(-1)
+    if ids.size == 0:
         raise ValueError("`y` must hold at least one label. Received: an empty array.")
-    counts = samplers.class_counts(y)
-    n, k = y.size, len(counts)
+    counts = samplers.class_counts(ids)
+    n, k = ids.size, len(counts)
     return {c: n / (k * count) for c, count in counts.items()}

@@ -179,3 +179,32 @@ def test_copies_and_views_move_on_their_own():
         assert (other.epoch, gen.epoch) == (1, 0)
     gen.seed = 7
     np.testing.assert_array_equal(gen[0][0], array_gen(seed=7)[0][0])
+
+
+def test_copies_share_the_plan_and_the_memo_a_pickle_carries_the_memo_only():
+    gen = array_gen(seed=2, sampler=samplers.SMOTE(k_neighbors=2))
+    plan = gen.epoch_plan()
+    assert gen.at_epoch(0).epoch_plan() is plan and gen.shard(2, 1).epoch_plan() is plan
+    assert gen.at_epoch(1).epoch_plan() is not plan
+    gen.set_state(gen.get_state())
+    assert gen.epoch_plan() is plan  # the same seed: the plan is kept
+    copy_ = pickle.loads(pickle.dumps(gen))
+    again = copy_.epoch_plan()
+    assert again is not plan and again.neighbors is not plan.neighbors
+    np.testing.assert_array_equal(again.indices, plan.indices)
+    assert isinstance(plan.neighbors, samplers.NeighborCache)
+
+
+def test_a_sampler_of_ones_own_gets_the_generators_memo():
+    seen = []
+
+    class Remembers:
+        def plan(self, labels, seed, epoch, memo=None, **context):
+            seen.append(memo.get("squares", len(labels), lambda: object()))
+            return np.arange(context["num_samples"])
+
+    gen = array_gen(sampler=Remembers())
+    gen.epoch_plan(0)
+    gen.at_epoch(1).epoch_plan()
+    array_gen(sampler=Remembers()).epoch_plan(0)
+    assert seen[0] is seen[1] and seen[2] is not seen[0]

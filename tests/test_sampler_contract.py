@@ -144,3 +144,21 @@ def test_same_under_sharding(build, kind, num_shards, remainder):
             covered.add(number)
     rounds = len(whole) // num_shards * num_shards
     assert covered == set(range(len(whole) if remainder == "pad" else rounds))
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_planning_leaves_the_sampler_as_it_was(build, kind):
+    """A plan is a pure function: no learned attribute (ending in `_`), no cache, nothing
+    set on the sampler by plan(), inside a generator or called directly; its views and
+    epochs change nothing on it either."""
+    arguments, sampler = SAMPLERS[kind]()
+    before = dict(vars(sampler))
+    gen = build(kind) if arguments else build(kind, sampler=sampler)
+    for epoch in (0, 1):
+        plan_of(sampler, gen, epoch)
+        gen.epoch_plan(epoch)
+    batches(gen)
+    batches(gen.shard(2, 1))
+    batches(gen.at_epoch(3))
+    assert vars(sampler) == before
+    assert not [name for name in vars(sampler) if name.endswith("_")]

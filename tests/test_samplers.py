@@ -313,3 +313,145 @@ def test_features_must_match_the_samples(image_folder):
     with pytest.raises(ValueError, match=r"`features` must hold one row per sample \(12"):
         kg.ImageFolderGenerator(image_folder, features=np.zeros((10, 3)),
                                 sampler=kg.samplers.SMOTE())
+
+
+def smote_generator(sampler, **kwargs):
+    x, y = data(dims=4)
+    return kg.ArrayGenerator(x, y, sampler=sampler, seed=4, batch_size=8, label_mode="int",
+                             **kwargs)
+
+
+def test_generators_sharing_one_smote_keep_their_neighbors_apart():
+    """The neighbor table is per generator (its order's memo), never on the SMOTE object:
+    two generators built with one SMOTE each have their own; a generator's views (shard,
+    at_epoch) and its later epochs share the generator's."""
+    sampler = kg.samplers.SMOTE(k_neighbors=3)
+    first, second = smote_generator(sampler), smote_generator(sampler)
+    table = first.epoch_plan().neighbors
+    assert isinstance(table, kg.samplers.NeighborCache)
+    assert second.epoch_plan().neighbors is not table
+    for view in (first.shard(2, 1), first.at_epoch(1), first.at_epoch(0)):
+        assert view.epoch_plan().neighbors is table
+    first.on_epoch_end()
+    assert first.epoch_plan().neighbors is table
+    assert set(vars(sampler)) == {"k_neighbors", "sampling_strategy", "seed", "_given_seed"}
+    for a, b in zip(first.at_epoch(0), second):  # and the same batches all the same
+        np.testing.assert_array_equal(a[0], b[0])
+
+
+def test_threads_planning_at_once_share_one_neighbor_table():
+    from concurrent.futures import ThreadPoolExecutor
+
+    gen = smote_generator(kg.samplers.SMOTE(k_neighbors=3))
+    views = [gen.at_epoch(e % 3) for e in range(12)]
+    with ThreadPoolExecutor(6) as pool:
+        plans = list(pool.map(lambda view: view.epoch_plan(), views))
+        made = list(pool.map(lambda view: view[1][0], views))
+    assert len({id(plan.neighbors) for plan in plans}) == 1
+    for view, x in zip(views, made):
+        np.testing.assert_array_equal(x, smote_generator(kg.samplers.SMOTE(
+            k_neighbors=3)).at_epoch(view.epoch)[1][0])
+
+
+def test_the_neighbor_table_travels_to_worker_processes():
+    """A pickled generator (what a worker process gets) carries the neighbors found so
+    far, so a worker does not search again; the copy's table is its own."""
+    gen = smote_generator(kg.samplers.SMOTE(k_neighbors=3))
+    gen.epoch_plan().prepare_all()
+    table = gen.epoch_plan().neighbors
+    copy = pickle.loads(pickle.dumps(gen))
+    copied = copy.epoch_plan().neighbors
+    assert copied is not table and copied.num_known() == table.num_known() > 0
+    np.testing.assert_array_equal(copied.table, table.table)
+    for a, b in zip(copy, gen):
+        np.testing.assert_array_equal(a[0], b[0])
+
+
+def test_fit_resample_alone_sets_the_learned_attributes():
+    x, y = data()
+    for sampler in (kg.samplers.RandomOverSampler(seed=2), kg.samplers.RandomUnderSampler(
+            seed=2), kg.samplers.SMOTE(4, seed=2), kg.samplers.BalancedBatchSampler(seed=2)):
+        sampler.plan(y, 2, 0, features=x)
+        assert not [k for k in vars(sampler) if k.endswith("_")]
+        sampler.fit_resample(x, y)
+        learned = sorted(k for k in vars(sampler) if k.endswith("_"))
+        random = isinstance(sampler, (kg.samplers.RandomOverSampler,
+                                      kg.samplers.RandomUnderSampler))
+        expected = (["class_counts_"]
+                    + (["sample_indices_"] if random else [])
+                    + ([] if isinstance(sampler, kg.samplers.BalancedBatchSampler)
+                       else ["sampling_strategy_"]))
+        assert learned == sorted(expected)
+    over = kg.samplers.RandomOverSampler(seed=2)
+    x_res, _ = over.fit_resample(x, y)
+    np.testing.assert_array_equal(x_res, x[over.sample_indices_])
+    np.testing.assert_array_equal(over.sample_indices_, over.plan(y, 2, 0))
+
+
+def test_a_random_sampler_declares_its_draw():
+    from kerasgen._random_samplers import RandomSampler
+
+    class NoDraw(RandomSampler):
+        kind = "over"
+
+    with pytest.raises(TypeError, match="abstract"):
+        NoDraw()
+
+
+def test_the_public_classes_keep_their_public_names():
+    """Re-exported from the modules that define them, kg.samplers' names are the same
+    objects as before, and a long sampler repr in a saved state still names its class
+    by kerasgen.samplers."""
+    for name in ("RandomOverSampler", "RandomUnderSampler", "BalancedBatchSampler", "SMOTE",
+                 "Shuffle", "Sequential", "Plan", "Sampler", "NeighborCache", "Memo",
+                 "class_counts", "target_counts", "check_strategy", "OVER_STRATEGIES",
+                 "UNDER_STRATEGIES", "as_sampler", "check_seed", "identity", "realise"):
+        assert name in kg.samplers.__all__ and hasattr(kg.samplers, name)
+    huge = kg.samplers.SMOTE(sampling_strategy={c: 10**6 for c in range(40)})
+    assert samplers.identity(huge).startswith("kerasgen.samplers.SMOTE(repr crc32 ")
+
+
+def test_every_method_of_the_public_sampler_classes_is_annotated():
+    """tests/test_typing.py reads the classes a public module defines; kg.samplers'
+    classes are defined in modules of their own, so their hints are checked here."""
+    import inspect
+    import sys
+    import typing
+
+    for name in kg.samplers.__all__:
+        cls = getattr(kg.samplers, name)
+        if not inspect.isclass(cls):
+            continue
+        for owner in cls.__mro__:
+            if not owner.__module__.startswith("kerasgen"):
+                continue
+            for attr, value in vars(owner).items():
+                if attr.startswith("_") and attr not in ("__init__", "__len__"):
+                    continue
+                function = value.fget if isinstance(value, property) else getattr(
+                    value, "__func__", value)
+                if not inspect.isfunction(function) or function.__module__ != owner.__module__:
+                    continue  # not kerasgen's (a Protocol's __init__)
+                signature = inspect.signature(function)
+                missing = [p.name for p in signature.parameters.values()
+                           if p.annotation is p.empty and p.name not in ("self", "cls")
+                           and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
+                assert not missing and signature.return_annotation is not signature.empty, (
+                    f"{owner.__name__}.{attr}")
+                typing.get_type_hints(function,
+                                      globalns=vars(sys.modules[function.__module__]))
+
+
+def test_states_name_the_public_sampler_classes_by_kg_samplers():
+    """_sampler_adapters names kg.samplers' classes without importing kg.samplers (which
+    imports it): its list must be exactly the classes kg.samplers exports."""
+    import inspect
+
+    from kerasgen import _sampler_adapters
+
+    exported = {name for name in kg.samplers.__all__
+                if inspect.isclass(getattr(kg.samplers, name))}
+    assert _sampler_adapters.PUBLIC_CLASSES == exported
+    assert _sampler_adapters._class_path(kg.samplers.SMOTE) == "kerasgen.samplers.SMOTE"
+    assert _sampler_adapters._class_path(_sampler_adapters.PlanOnly) == (
+        "kerasgen._sampler_adapters.PlanOnly")

@@ -227,3 +227,46 @@ def test_a_concatenation_of_sources_is_reproducible_with_workers(image_folder):
     for (xa, ya), (xb, yb) in zip(*batches):
         np.testing.assert_array_equal(xa, xb)
         np.testing.assert_array_equal(ya, yb)
+
+
+def _request(indices, **overrides):
+    from kerasgen import _batching, _stats
+
+    fields = dict(indices=np.asarray(indices), positions=np.arange(len(indices)),
+                  partners=None, lams=None, dtype="float32", rescale=None, augment=None,
+                  with_masks=False, seed=0, buffers=_batching.BufferPool(),
+                  stage=lambda name: _stats.stage(None, name), describe=str)
+    fields.update(overrides)
+    return kg.sources.BatchRequest(**fields)
+
+
+def test_stages_run_without_a_generator(image_folder):
+    """A source answers a BatchRequest alone; BatchMaker makes a batch from an order and
+    two hooks: no stage needs a whole generator."""
+    from kerasgen import _labels, _making, _order
+    from kerasgen._image_source import ImageSource
+    from kerasgen.loader import ImageLoader
+
+    paths = sorted(str(p) for p in image_folder.rglob("*") if p.suffix in (".png", ".jpg"))
+    source = ImageSource(ImageLoader(paths, (8, 8), "rgb", "bilinear"), rescale=0.5)
+    x, masks = source.load_batch(_request([3, 0], rescale=0.5))
+    assert masks is None and x.dtype == np.float32
+    np.testing.assert_array_equal(x[1], source.load(0) * np.float32(0.5))
+    # SMOTE's row 1: halfway between samples 0 and 3, before conversion
+    blended, _ = source.load_batch(_request([3, 0], partners=np.array([-1, 3]),
+                                            lams=np.array([0.0, 0.5]), dtype="uint8"))
+    mid = np.rint((source.load(0).astype(np.float32) + source.load(3)) / 2)
+    np.testing.assert_array_equal(blended[1], mid.astype(np.uint8))
+
+    class Hooks:
+        def load_batch(self, indices, positions, partners=None, lams=None):
+            return indices.astype("float32")[:, None], None
+
+        def describe_sample(self, index):
+            return f"row {index}"
+
+    order = _order.EpochOrder(10, 4, shuffle=True, seed=3)
+    maker = _making.BatchMaker(_labels.encode(np.arange(10) % 2, "int"))
+    x, y = maker.make(order, 1, Hooks())
+    np.testing.assert_array_equal(x[:, 0], order.epoch_plan()[4:8])
+    np.testing.assert_array_equal(y, order.epoch_plan()[4:8] % 2)
