@@ -54,6 +54,16 @@ class BufferPool:
         self.__init__(state["keep"])
 
 
+def batch_len(batch):
+    """Samples in a batch: x alone, (x,), (x, y) or (x, y, w), x an array or a dict or
+    tuple of arrays."""
+    if isinstance(batch, dict):
+        return batch_len(next(iter(batch.values())))
+    if isinstance(batch, (tuple, list)):
+        return batch_len(batch[0])
+    return len(batch)
+
+
 def aligned_empty(shape, dtype, align):
     """An uninitialised array whose data starts at a multiple of `align` bytes; its
     `base` owns the memory (views of it, at any depth, refer to that owner)."""

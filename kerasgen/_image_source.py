@@ -10,6 +10,7 @@ augments each sample in the pool's threads, straight into the batch.
 
 from __future__ import annotations
 
+import copy
 import numbers
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -85,11 +86,13 @@ class ImageSource:
         return self._thumbnails
 
     def for_processes(self, processes: int) -> ImageSource:
-        """This source with its loader shared by `processes` worker processes."""
-        shared = ImageSource(self.loader.for_processes(processes), self.labels,
-                             class_names=self.class_names, rescale=self.rescale,
-                             describe=self._describe, files_found=self.files_found,
-                             listing_s=self.listing_s)
+        """This source with its loader shared by `processes` worker processes (itself
+        when its loader already is)."""
+        loader = self.loader.for_processes(processes)
+        if loader is self.loader:
+            return self
+        shared = copy.copy(self)  # the same kind of source (TFRecord images: see tfrecord)
+        shared.loader, shared._thumbnails = loader, None
         return shared
 
     def pace(self, waited: bool) -> None:

@@ -233,6 +233,25 @@ def in_predict():
     return _keras_frame("predict") is not None
 
 
+def in_probe():
+    """Whether the caller runs inside one of Keras's looks at a batch that is not a
+    training step: the PyDataset adapter's peek at the first batches for the tf.data
+    signature (`get_tf_dataset`), or the JAX and torch trainers' draw that builds the
+    model (`_symbolic_build`)."""
+    frame = sys._getframe(2)
+    for _ in range(40):
+        if frame is None:
+            return False
+        code = frame.f_code
+        if code.co_name in _PROBES and "keras" in code.co_filename:
+            return True
+        frame = frame.f_back
+    return False
+
+
+_PROBES = ("get_tf_dataset", "_symbolic_build")
+
+
 def _keras_frame(name):
     """The frame of Keras's trainer method `name` the caller runs inside, or None."""
     frame = sys._getframe(2)

@@ -75,8 +75,7 @@ class BatchMaker:
             return self._make(order, index, hooks)
         start = time.perf_counter()
         batch = self._make(order, index, hooks)
-        x = batch[0] if isinstance(batch, tuple) else batch  # x alone: unlabeled
-        timings.batch_done(start, _batch_len(x))
+        timings.batch_done(start)
         return batch
 
     def _make(self, order: EpochOrder, index: int, hooks: BatchHooks) -> Any:
@@ -106,15 +105,6 @@ class BatchMaker:
         if mask is None:
             return self.sample_augment(x, rng), None
         return self.sample_augment(x, rng, mask=mask)
-
-
-def _batch_len(x: Any) -> int:
-    """Samples in a batch's x (an array, a dict or a tuple of them)."""
-    if isinstance(x, dict):
-        return _batch_len(next(iter(x.values())))
-    if isinstance(x, (tuple, list)):
-        return _batch_len(x[0])
-    return len(x)
 
 
 def stand_ins(targets: Targets, num_samples: int, seed: int,

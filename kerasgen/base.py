@@ -210,6 +210,13 @@ class Generator(PyDataset):
         """The targets of the source's labels (`_labels.Targets`), checked, and what the
         source refuses of them; returns the label mode ("auto" resolved)."""
         source = self.source
+        named = source.class_names
+        if named is not None and class_names is not None and list(class_names) != list(
+                named):
+            raise ValueError(
+                "`class_names` must be the source's own, which its labels are ids of. "
+                f"Received: class_names={list(class_names)}, and the source names "
+                f"{list(named)}. Leave class_names out, or build the source with them.")
         if label_mode == AUTO:
             label_mode = "categorical" if source.labels is not None else None
         self._targets = labels_mod.generator_targets(
@@ -394,6 +401,8 @@ class Generator(PyDataset):
                 "remaining epochs in a new model.fit call."
             )
         self._epoch_open = True
+        if self._stats is not None:
+            self._stats.new_pass()
         _keras_compat.note_epoch_begun(self)  # found by GeneratorCheckpoint without argument
         labels_mod.check_fit_partners(self, _keras_compat.fit_data())
 
@@ -451,6 +460,8 @@ class Generator(PyDataset):
         if self._passed == (order.epoch, order.seed):
             self.on_epoch_end()
         self._passed = (order.epoch, order.seed)
+        if self._stats is not None:
+            self._stats.new_pass()
         return order.epoch
 
     def __getitem__(self, index: int) -> Any:
@@ -459,12 +470,15 @@ class Generator(PyDataset):
         if self._epoch_open:  # Keras is running an epoch: undo TensorFlow's malloc pin
             _malloc.keep()
         try:
-            return self._feeding.get(index, n_batches)
+            batch = self._feeding.get(index, n_batches)
         except Exception as error:  # name the batch, also when raised in a worker process
             if hasattr(error, "add_note"):
                 error.add_note(f"kerasgen: while loading batch {index} of epoch "
                                f"{self.epoch} of {self!r}")
             raise
+        if self._stats is not None and not _keras_compat.in_probe():  # a training step
+            self._stats.served(self.epoch, index, batching.batch_len(batch))
+        return batch
 
     def make_batch(self, index: int) -> Any:
         """Batch `index` of the current epoch, made here and now (no work-ahead, no
@@ -532,12 +546,16 @@ class Generator(PyDataset):
 
     # ----------------------------------------------------------------- what it counted
     def stats(self, reset: bool = False) -> dict[str, Any]:
-        """Where the time of making batches went (needs stats=True): batches, samples,
-        busy and wall seconds, batches/s, seconds per stage (list, read, decode, augment,
-        assemble; summed over batches), and `fit_wait_s`, the time model.fit
-        waited on data in the last epoch (measured by kg.callbacks.PipelineStats).
-        Counts batches made in this process (worker threads included, worker processes
-        not). `reset=True` starts a new count after reading."""
+        """What the generator served and where the time of making batches went (needs
+        stats=True): `batches` and `samples` the caller used (each batch of an epoch
+        once: after `fit`, the steps it trained on), `made` (batches made in this
+        process, work ahead included), `busy_s` (time making them) and `wall_s`,
+        `batches_per_s` and `samples_per_s` (served, over the wall time), seconds per
+        stage (list, read, decode, augment, assemble; summed over the batches made), and
+        `fit_wait_s`, the time model.fit waited on data in the last epoch (measured by
+        kg.callbacks.PipelineStats, which leaves this record as it is). Worker processes
+        make their batches elsewhere: there `made` and the stages stay 0. `reset=True`
+        starts a new count after reading."""
         return stats_mod.report(self._stats, self.fit_wait_s, reset)
 
     def _stage(self, name: str) -> Any:

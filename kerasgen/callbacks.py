@@ -129,20 +129,27 @@ _JSON_KINDS = {list: "array (list)", str: "string", int: "number", float: "numbe
 
 
 class PipelineStats(keras.callbacks.Callback):
-    """Logs the training generator's pipeline statistics each epoch (needs a generator
-    built with stats=True): the epoch's logs (so History, and TensorBoard when this
-    callback comes before it in the list) gain `data/wait_s` (time model.fit waited on
-    data), `data/batches_per_s`, `data/busy_s` and `data/<stage>_s` per stage.
+    """Logs the training generator's pipeline each epoch (needs a generator built with
+    stats=True). The epoch's logs (so History, and TensorBoard when this callback comes
+    before it in the list) gain the few numbers that say whether data kept the model
+    waiting: `data/wait_s` (time model.fit waited on data), `data/batches_per_s` (the
+    rate batches reached it) and `data/<stage>_s` for each stage the pipeline uses
+    (those that took time in the first epoch: decode, augment...; not "list", done
+    once). `callback.history` holds each epoch's whole record (batches, made, busy_s and
+    every stage).
 
-    The wait is measured from when each batch was made and when the previous training
-    step ended; it covers batches made in this process (workers=1 or worker threads).
+    It counts each epoch apart without resetting the generator's record: `gen.stats()`
+    after `fit` counts every batch `fit` trained on. The wait is measured from when each
+    batch was made and when the previous training step ended; it covers batches made in
+    this process (workers=1 or worker threads).
     """
 
     def __init__(self, generator: Generator | None = None, prefix: str = "data/") -> None:
         super().__init__()
         self.generator = generator
         self.prefix = prefix
-        self.history: list[dict[str, float | None]] = []
+        self.history: list[dict[str, Any]] = []
+        self._stages: list[str] | None = None
 
     def _generator(self) -> Generator | None:
         if self.generator is None:
@@ -152,16 +159,11 @@ class PipelineStats(keras.callbacks.Callback):
     def on_epoch_begin(self, epoch: int, logs: dict[str, Any] | None = None) -> None:
         self._start = time.perf_counter()
         self._step_ends: list[float] = []
-        if self.generator is not None and self.generator.timings is not None:
-            self.generator.timings.reset()
 
     def on_train_batch_end(self, batch: int, logs: dict[str, Any] | None = None) -> None:
         self._step_ends.append(time.perf_counter())
-        gen = self.generator if self._step_ends[1:] else self._generator()
-        if gen is not None and gen.timings is not None and len(self._step_ends) == 1:
-            first = [t for t in gen.timings.produced if t >= self._start]
-            if not first:  # made before this epoch began (reset missed): count afresh
-                gen.timings.reset()
+        if len(self._step_ends) == 1:
+            self._generator()
 
     def on_epoch_end(self, epoch: int, logs: dict[str, Any] | None = None) -> None:
         gen = self.generator  # found during the training batches (not the validation data)
@@ -170,10 +172,16 @@ class PipelineStats(keras.callbacks.Callback):
                              "stats=True (pass generator= if it is not found).")
         gen.fit_wait_s = stats_mod.fit_wait(gen.timings.produced, self._start,
                                              self._step_ends)
-        summary = gen.stats(reset=True)
-        entry = {"wait_s": gen.fit_wait_s, "batches_per_s": summary["batches_per_s"],
-                 "busy_s": summary["busy_s"],
-                 **{f"{k}_s": v for k, v in summary["stages_s"].items()}}
+        entry = gen.timings.summary(current=True)  # this epoch's pass
+        seconds = time.perf_counter() - self._start
+        entry["batches_per_s"] = round(entry["batches"] / seconds, 3)
+        entry["samples_per_s"] = round(entry["samples"] / seconds, 3)
+        entry["wait_s"] = gen.fit_wait_s
         self.history.append(entry)
+        if self._stages is None:  # the stages this pipeline uses, the same every epoch
+            self._stages = [k for k, v in entry["stages_s"].items() if v > 0 and k != "list"]
+        logged = {"wait_s": entry["wait_s"], "batches_per_s": entry["batches_per_s"],
+                  **{f"{k}_s": entry["stages_s"][k] for k in self._stages}}
         if logs is not None:
-            logs.update({self.prefix + k: v for k, v in entry.items() if v is not None})
+            logs.update({self.prefix + k: v for k, v in logged.items() if v is not None})
+

@@ -222,8 +222,8 @@ def image_source(paths: list[str], labels: Any, class_names: Any, common: dict[s
     (image_size, color_mode, interpolation, cache, on_error, ...) and shared by the
     worker processes `common` asks for."""
     workers = common.get("workers", 1)
-    processes = 1  # Generator checks `workers`; Keras reads workers=0 as no process
-    if common.get("use_multiprocessing") and isinstance(workers, int) and workers > 1:
+    processes = None  # Generator checks `workers`; Keras reads workers=0 as no process
+    if common.get("use_multiprocessing") and isinstance(workers, int) and workers > 0:
         processes = workers
     loader = loader_mod.ImageLoader(paths, processes=processes, **loading)
     return ImageSource(loader, labels, class_names=class_names, rescale=rescale,

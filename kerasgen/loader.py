@@ -57,9 +57,10 @@ class ImageLoader:
         verbose: 0 hides progress bars.
         read: `read(index) -> encoded bytes` for samples that are not files (records of
             a TFRecord file, say); None reads `file_paths[index]`.
-        processes: worker processes sharing the machine's cores (each decodes on its
-            share of them); with more than one, a memory cache is in shared memory,
-            filled and read by all of them (see `for_processes`).
+        processes: None (no worker processes: this process decodes), or the number of
+            worker processes that share the machine's cores (each decodes on its share
+            of them) and a memory cache, then in shared memory, filled and read by all
+            of them (see `for_processes`).
 
     Batches (`decode`) are written into the caller's buffer pool and timed into its
     stats when it passes them; a bad file's stand-ins are the caller's `substitutes`.
@@ -73,7 +74,7 @@ class ImageLoader:
                  read: Callable[[int], bytes | np.ndarray] | None = None,
                  aspect: Literal["crop", "pad"] | None = None,
                  max_pixels: int | None = images.MAX_PIXELS, root: StrPath | None = None,
-                 processes: int = 1) -> None:
+                 processes: int | None = None) -> None:
         self.file_paths = list(file_paths)
         self.mask_paths = None if mask_paths is None else list(mask_paths)
         self.image_size = _checks.image_size(image_size)
@@ -87,7 +88,8 @@ class ImageLoader:
                                else _checks.positive_int("decode_threads", decode_threads))
         self.verbose = verbose
         self.read = read
-        self.processes = _checks.positive_int("processes", processes)
+        self.processes = (None if processes is None
+                          else _checks.positive_int("processes", processes))
         self.skipped = list(skipped)  # files skipped so far (listed ones, bad ones)
         self.buffers = batching.BufferPool()  # batch arrays, reused when Keras let go
         self._lock = threading.Lock()
@@ -96,12 +98,12 @@ class ImageLoader:
         self._ahead_streak = 0
         self.cache_spec = cache
         self.cache = self._make_cache(cache)
-        if processes > 1 and isinstance(self.cache, cache_mod.MemoryCache) and (
+        if processes is not None and isinstance(self.cache, cache_mod.MemoryCache) and (
                 not isinstance(self.cache, cache_mod.FileCache)):
             self.cache = cache_mod.SharedMemoryCache(
                 self.cache.num_samples, self.cache.sample_shape, self.cache.capacity)
 
-    def for_processes(self, processes: int) -> ImageLoader:
+    def for_processes(self, processes: int | None) -> ImageLoader:
         """This loader as `processes` worker processes share it: the cores split between
         them, a memory cache in shared memory (the loader itself with one process)."""
         if processes == self.processes:
@@ -290,7 +292,7 @@ class ImageLoader:
         process may use, split between worker processes."""
         if self.decode_threads is not None:
             return self.decode_threads
-        return max(1, usable_cores() // self.processes)
+        return max(1, usable_cores() // (self.processes or 1))
 
     def pool(self) -> ThreadPoolExecutor:
         """This process's pool; a forked worker process makes its own (a pool inherited

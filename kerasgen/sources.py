@@ -216,17 +216,31 @@ def check_batches(source: Any, dtype: str | None, label_mode: str | None,
     """What a source refuses of a generator's batches: its own `check(dtype)` (an image
     source refuses a `rescale` of integer batches), and skipping bad files without a
     class to pick a stand-in from."""
-    own = getattr(source, "check", None)
-    if own is not None:
-        own(dtype)
-    on_error = getattr(getattr(source, "loader", None), "on_error", None)
-    if on_error == "skip" and class_ids is None and label_mode not in (None, "mask"):
+    for part in _leaves(source):
+        own = getattr(part, "check", None)
+        if own is not None:
+            own(dtype)
+    if skips(source) and class_ids is None and label_mode not in (None, "mask"):
         raise ValueError(
             "on_error='skip' replaces a bad image by another of its class, but with "
             f"label_mode={label_mode!r} samples have no single class, so the "
             "stand-in's image would not match the targets. Use on_error='raise' and "
             "gen.validate() to find the bad files first."
         )
+
+
+def _leaves(source: Any) -> list[Any]:
+    """The sources a composed source is made of (itself when it is not composed)."""
+    parts = getattr(source, "parts", None)
+    if parts is None:
+        return [source]
+    return [leaf for part in parts for leaf in _leaves(part)]
+
+
+def skips(source: Any) -> bool:
+    """Whether a bad file of `source` (or of a part of it) is skipped, not raised."""
+    return any(getattr(getattr(leaf, "loader", None), "on_error", None) == "skip"
+               for leaf in _leaves(source))
 
 
 def check(source: Any) -> Any:
@@ -339,10 +353,23 @@ def _named_labels(part: Any) -> tuple[Any, list[str] | None]:
         labels, names = part.source.labels, part.source.class_names
     if labels is None or names is None:
         return labels, None if names is None else list(names)
-    array = labels if isinstance(labels, np.ndarray) else np.asarray(labels)
+    array = labels if isinstance(labels, np.ndarray) else np.asarray(labels, dtype=object)
     if array.ndim == 1 and array.dtype.kind in "iu":
         return [names[int(i)] for i in array], list(names)
     return labels, list(names)
+
+
+def _check_columns(named: list[tuple[Any, list[str] | None]]) -> None:
+    """Refuses parts whose label columns (multi-hot or raw targets, one column per
+    class) are named differently: column k would mean another class in each."""
+    columns = [(k, names) for k, (labels, names) in enumerate(named)
+               if isinstance(labels, np.ndarray) and labels.ndim == 2]
+    if columns and any(names != columns[0][1] for _, names in columns):
+        shown = ", ".join(f"part {k}: {names}" for k, names in columns)
+        raise ValueError(
+            "The parts of a concatenation must name their label columns alike, so that "
+            f"column k is the same class in each. Received: {shown}. Give every part the "
+            "same columns in the same order (y_col=[...]).")
 
 
 class ConcatSource:
@@ -359,6 +386,7 @@ class ConcatSource:
         self.parts = [check(source_of(part)) for part in parts]
         self.starts = np.cumsum([0] + [len(p) for p in self.parts])
         named = [_named_labels(part) for part in parts]
+        _check_columns(named)
         given = [labels is not None for labels, _ in named]
         if any(given) and not all(given):
             missing = [k for k, has in enumerate(given) if not has]
@@ -372,6 +400,13 @@ class ConcatSource:
             self.class_names = names[0]
         elif any(n is not None for n in names) and self.labels is not None:
             self.class_names = sorted({str(v) for v in self.labels})
+        rescales = {getattr(part, "rescale", None) for part in self.parts}
+        if len(rescales) > 1:
+            raise ValueError(
+                "The parts of a concatenation must share one `rescale`, which converts "
+                f"their batches alike. Received: rescale {sorted(rescales, key=str)} in "
+                "different parts.")
+        self.rescale = rescales.pop()
 
     def __len__(self) -> int:
         return int(self.starts[-1])
@@ -390,13 +425,13 @@ class ConcatSource:
         return self.parts[part].load(local)
 
     @property
-    def features(self) -> np.ndarray | None:
-        """The parts' feature spaces stacked (None unless every part has one)."""
+    def features(self) -> _ConcatFeatures | None:
+        """The parts' feature spaces as one, read lazily (None unless every part has
+        one): SMOTE then decodes only the thumbnails it needs, as for one part."""
         spaces = [features_of(p) for p in self.parts]
         if any(s is None for s in spaces):
             return None
-        return np.concatenate([np.asarray(s[np.arange(len(p))])
-                               for s, p in zip_(spaces, self.parts)])
+        return _ConcatFeatures(self, spaces)
 
     @property
     def file_paths(self) -> list[str] | None:
@@ -431,6 +466,32 @@ class ConcatSource:
         return _scatter(pieces, len(request.indices), request)
 
 
+class _ConcatFeatures:
+    """The feature spaces of a concatenation's parts, indexed as one (rows read from
+    each part's own space, lazily)."""
+
+    def __init__(self, source: ConcatSource, spaces: list[Any]) -> None:
+        self.source, self.spaces = source, spaces
+
+    def __len__(self) -> int:
+        return len(self.source)
+
+    def __getitem__(self, indices: Any) -> np.ndarray:
+        indices = np.atleast_1d(np.asarray(indices))
+        located = [self.source.locate(int(i)) for i in indices]
+        parts = np.array([p for p, _ in located])
+        local = np.array([i for _, i in located])
+        rows: np.ndarray | None = None
+        for part in np.unique(parts):
+            where = np.flatnonzero(parts == part)
+            values = np.asarray(self.spaces[part][local[where]], dtype=np.float32)
+            if rows is None:
+                rows = np.empty((len(indices),) + values.shape[1:], np.float32)
+            rows[where] = values
+        assert rows is not None
+        return rows
+
+
 def _joined(parts: list[Any]) -> Any:
     """The labels of the parts, one after the other."""
     if all(isinstance(p, np.ndarray) for p in parts):
@@ -447,7 +508,8 @@ def _scatter(pieces: list[tuple[np.ndarray, tuple[Any, Any]]], n: int,
             return None
         if isinstance(first, dict):
             return {key: gather([(rows, v[key]) for rows, v in values]) for key in first}
-        out = np.empty((n,) + np.shape(first)[1:], np.asarray(first).dtype)
+        dtype = np.result_type(*(np.asarray(v).dtype for _, v in values))
+        out = np.empty((n,) + np.shape(first)[1:], dtype)
         for rows, value in values:
             if np.shape(value)[1:] != out.shape[1:]:
                 raise ValueError(
@@ -477,10 +539,24 @@ class ZipSource:
         if len(set(lengths)) != 1:
             raise ValueError(f"The sources of a zip must hold the same number of samples. "
                              f"Received lengths {lengths}.")
-        labelled = [p for p in self.parts if p.labels is not None]
-        first = labelled[0] if labelled else None
+        for k, part in enumerate(self.parts):
+            if skips(part):
+                raise ValueError(
+                    f"Part {k} of the zip skips bad files (on_error='skip'), but a "
+                    "stand-in for a bad sample of one part would not match sample i of "
+                    "the others. Use on_error='raise' in a zip, and gen.validate() to "
+                    "find the bad files first.")
+        labelled = [k for k, p in enumerate(self.parts) if p.labels is not None]
+        first = self.parts[labelled[0]] if labelled else None
+        for k in labelled[1:]:
+            if not _same_labels(self.parts[k], first):
+                raise ValueError(
+                    f"A zip takes its labels from its first part with labels (part "
+                    f"{labelled[0]}), but part {k}'s labels differ. Zip parts without "
+                    "labels (kg.sources.ArraySource(x)), or with the same labels.")
         self.labels = None if first is None else first.labels
         self.class_names = None if first is None else first.class_names
+        self.rescale = None  # each part converts with its own (`_finish`)
 
     def __len__(self) -> int:
         return len(self.parts[0])
@@ -509,19 +585,40 @@ class ZipSource:
         return ZipSource([for_processes(p, processes) for p in self.parts], self.names)
 
     def load_batch(self, request: BatchRequest) -> tuple[Any, Any]:
-        """Each part loads the batch (its own `load_batch` where it has one); without
-        augmentation, which sees the whole sample, as a tuple or dict."""
+        """Each part loads the batch (its own `load_batch` where it has one, with its
+        own `rescale`); with augmentation, which sees the whole sample, sample by
+        sample, each part's x converted with its `rescale`."""
         if request.augment is not None:
-            return load_each(request, self.load)
-        # a stand-in for a bad sample of one part would not match the other parts' sample
-        request = dataclasses.replace(request, substitutes=None)
+            return load_each(request, self.load, finish=self._finish(request))
         xs, y = [], None
         for part in self.parts:
-            x, part_y = (part.load_batch(request) if isinstance(part, BatchSource)
-                         else load_each(request, part.load))
+            own = dataclasses.replace(request, rescale=getattr(part, "rescale", None))
+            x, part_y = (part.load_batch(own) if isinstance(part, BatchSource)
+                         else load_each(own, part.load))
             xs.append(x)
             y = part_y if y is None else y
         return self._join(xs), y
+
+
+    def _finish(self, request: BatchRequest) -> Callable[[Any], Any]:
+        """Converts an assembled multi-input x, each part's with its own `rescale`."""
+        rescales = [getattr(part, "rescale", None) for part in self.parts]
+
+        def finish(x: Any) -> Any:
+            values = list(x.values()) if isinstance(x, dict) else list(x)
+            converted = [batching.convert(v, request.dtype, r, request.buffers)
+                         for v, r in zip_(values, rescales)]
+            return self._join(converted)
+        return finish
+
+
+def _same_labels(part: Any, other: Any) -> bool:
+    """Whether two sources label their samples alike (as class names where named)."""
+    (a, _), (b, _) = _named_labels(part), _named_labels(other)
+    try:
+        return bool(np.array_equal(np.asarray(a, dtype=object), np.asarray(b, dtype=object)))
+    except ValueError:  # ragged label lists
+        return list(map(list, a)) == list(map(list, b))
 
 
 def concatenate(*sources: Any) -> ConcatSource:

@@ -88,3 +88,26 @@ def test_bench_prints_images_per_second_and_stages(image_folder):
     assert report["epochs"][0]["stages_s"]["decode"] > 0
     plain = cli("bench", image_folder, "--image-size", 16, "--epochs", 1)
     assert "images/s" in plain.stdout and "decode" in plain.stdout
+
+
+def test_stats_after_fit_count_the_steps_fit_trained_on(image_folder):
+    """Keras's adapter peeks at batch 0 and the work-ahead makes batches early: neither
+    counts as a step; PipelineStats logs each epoch without resetting the record."""
+    gen = kg.ImageFolderGenerator(image_folder, image_size=(8, 8), batch_size=4, stats=True,
+                                  label_mode="int")
+    model = keras.Sequential([keras.Input((8, 8, 3)), keras.layers.Flatten(),
+                              keras.layers.Dense(3)])
+    model.compile("sgd", keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    callback = kg.callbacks.PipelineStats()
+    history = model.fit(gen, epochs=2, verbose=0, callbacks=[callback])
+    stats = gen.stats()
+    assert stats["batches"] == 2 * len(gen) == 6 and stats["samples"] == 24
+    assert stats["made"] >= stats["batches"]
+    assert [entry["batches"] for entry in callback.history] == [3, 3]
+    logged = {k for k in history.history if k.startswith("data/")}
+    assert {"data/wait_s", "data/batches_per_s", "data/decode_s"} <= logged
+    assert not {"data/read_s", "data/busy_s"} & logged  # no zero stage, the few numbers
+    again = kg.ImageFolderGenerator(image_folder, image_size=(8, 8), batch_size=4,
+                                    stats=True, label_mode="int")
+    model.fit(again, epochs=1, verbose=0)  # no callback: the same count
+    assert again.stats()["batches"] == 3

@@ -270,3 +270,87 @@ def test_stages_run_without_a_generator(image_folder):
     x, y = maker.make(order, 1, Hooks())
     np.testing.assert_array_equal(x[:, 0], order.epoch_plan()[4:8])
     np.testing.assert_array_equal(y, order.epoch_plan()[4:8] % 2)
+
+
+def test_composed_sources_convert_each_part_as_its_own(image_folder):
+    """rescale goes with each part: one shared by a concatenation's parts (and checked
+    against the dtype), each part's own in a zip (features are not rescaled)."""
+    common = dict(image_size=(8, 8), cache=None, shuffle=False, batch_size=4)
+    scaled = kg.ImageFolderGenerator(image_folder, rescale=1 / 255, **common)
+    both = kg.Generator(source=kg.sources.concatenate(scaled, scaled), label_mode="int",
+                        batch_size=4, shuffle=False)
+    assert both[0][0].max() <= 1.0
+    np.testing.assert_array_equal(both[0][0], scaled[0][0])
+    with pytest.raises(ValueError, match="`rescale` applies to float batches only"):
+        kg.Generator(source=kg.sources.concatenate(scaled, scaled), label_mode="int",
+                     dtype="uint8")
+    raw = kg.ImageFolderGenerator(image_folder, **common)
+    with pytest.raises(ValueError, match="must share one `rescale`"):
+        kg.sources.concatenate(scaled, raw)
+    meta = kg.sources.ArraySource(np.full((12, 1), 100.0))
+    for augment in (None, lambda x, rng: x):
+        zipped = kg.Generator(source=kg.sources.zip(scaled, meta), label_mode="int",
+                              batch_size=4, shuffle=False, augment=augment)
+        (images, numbers), _ = zipped[0]
+        np.testing.assert_array_equal(images, scaled[0][0])
+        assert (numbers == 100.0).all()
+
+
+def test_composed_sources_refuse_what_would_make_a_label_wrong(image_folder, tmp_path):
+    common = dict(image_size=(8, 8), cache=None)
+    skipping = kg.ImageFolderGenerator(image_folder, on_error="skip", label_mode="raw",
+                                       **common)
+    with pytest.raises(ValueError, match="on_error='skip' replaces a bad image"):
+        kg.Generator(source=kg.sources.concatenate(skipping, skipping), label_mode="raw")
+    with pytest.raises(ValueError, match="Part 0 of the zip skips bad files"):
+        kg.sources.zip(skipping, kg.sources.ArraySource(np.zeros((12, 1))))
+    folder = kg.ImageFolderGenerator(image_folder, **common)
+    with pytest.raises(ValueError, match="part 1's labels differ"):
+        kg.sources.zip(folder, kg.sources.ArraySource(np.zeros((12, 1)), ["x"] * 12))
+    with pytest.raises(ValueError, match="`class_names` must be the source's own"):
+        kg.Generator(source=folder.source, class_names=["dog", "cat", "fox"],
+                     label_mode="int")
+    rows = [("cat/cat_0.png", 1, 0), ("dog/dog_0.png", 0, 1)]
+    for name, header in (("ab.csv", "filename,a,b"), ("ba.csv", "filename,b,a")):
+        (image_folder / name).write_text(header + "\n" + "".join(
+            f"{f},{a},{b}\n" for f, a, b in rows))
+    parts = [kg.CSVGenerator(image_folder / name, y_col=cols, label_mode="multi_label",
+                             **common)
+             for name, cols in (("ab.csv", ["a", "b"]), ("ba.csv", ["b", "a"]))]
+    with pytest.raises(ValueError, match="must name their label columns alike"):
+        kg.sources.concatenate(*parts)
+
+
+def test_a_concatenation_keeps_each_parts_values(image_folder):
+    small = kg.sources.ArraySource(np.full((3, 2), 7, np.uint8), [0, 1, 0])
+    fine = kg.sources.ArraySource(np.full((3, 2), 0.7), [1, 0, 1])
+    gen = kg.Generator(source=kg.sources.concatenate(small, fine), label_mode="int",
+                       dtype=None, batch_size=6, shuffle=False)
+    x, _ = gen[0]
+    assert x.dtype == np.float64 and x[3:].tolist() == [[0.7, 0.7]] * 3
+
+
+def test_smote_over_a_concatenation_reads_only_the_thumbnails_it_needs(image_folder):
+    folder = kg.ImageFolderGenerator(image_folder, image_size=(8, 8), cache=None)
+    both = kg.sources.concatenate(folder, folder)
+    rows = both.features[[0, 13]]
+    assert rows.shape == (2, 8, 8, 3)
+    np.testing.assert_array_equal(rows[0], folder.source.features[[0]][0])
+    np.testing.assert_array_equal(rows[1], folder.source.features[[1]][0])
+    assert len(folder.source.features.table) == 2  # samples 0 and 1 of the part only
+    gen = kg.Generator(source=both, label_mode="int", batch_size=8, seed=1,
+                       sampler=kg.samplers.SMOTE(k_neighbors=2))
+    assert gen.num_samples == 24 and len(gen.epoch_plan().indices) > 24
+
+
+def test_worker_processes_share_the_cache_and_keep_the_source_kind(image_folder):
+    one = kg.ImageFolderGenerator(image_folder, image_size=(8, 8), workers=1,
+                                  use_multiprocessing=True)
+    assert type(one.loader.cache).__name__ == "SharedMemoryCache"
+    assert one.loader.processes == 1
+    alone = kg.ImageFolderGenerator(image_folder, image_size=(8, 8))
+    assert type(alone.loader.cache).__name__ == "MemoryCache"
+    shared = kg.Generator(source=alone.source, label_mode="int", workers=2,
+                          use_multiprocessing=True)
+    assert type(shared.source) is type(alone.source) and shared.source is not alone.source
+    assert type(shared.source.loader.cache).__name__ == "SharedMemoryCache"
