@@ -12,14 +12,16 @@ import os
 import time
 
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import cv2  # noqa: E402
-import keras  # noqa: E402
 import numpy as np  # noqa: E402
 from sklearn.datasets import load_digits  # noqa: E402
 
-import kerasgen as kg  # noqa: E402
+import kerasgen as kg  # noqa: E402  (cheap: Keras starts on first use)
+from kerasgen.cli import tensorflow_quiet  # noqa: E402
+
+with tensorflow_quiet():  # TensorFlow's start-up log lines stay out of the demo's output
+    import keras
 
 
 def write_digits_folder(root):

@@ -92,7 +92,9 @@ class ImageSource:
         if loader is self.loader:
             return self
         shared = copy.copy(self)  # the same kind of source (TFRecord images: see tfrecord)
-        shared.loader, shared._thumbnails = loader, None
+        shared.__init__(loader, self.labels, class_names=self.class_names,  # type: ignore[misc]
+                        rescale=self.rescale, describe=self._describe,
+                        files_found=self.files_found, listing_s=self.listing_s)
         return shared
 
     def pace(self, waited: bool) -> None:

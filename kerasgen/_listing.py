@@ -1,6 +1,7 @@
 """Sources: what the samples are. Folder walks, validation splits and CSV tables."""
 
 import codecs
+import errno
 import csv
 import glob
 import io
@@ -67,6 +68,11 @@ class _Walk:
             return
         folders = []
         for entry in entries:
+            if entry.is_symlink() and _loops(entry.path):
+                self.notes.append(
+                    f"{entry.path!r} is a symbolic link that leads back to itself (a loop "
+                    "of links): it cannot be read, and is left out.")
+                continue
             if _is_folder(entry):  # a link to a folder counts, as in os.walk
                 folders.append(entry)
             elif is_image_file(entry.name):
@@ -120,6 +126,15 @@ def _is_folder(entry):
         return entry.is_dir()
     except OSError:
         return False
+
+
+def _loops(path):
+    """Whether the link `path` resolves to itself, through a loop of links."""
+    try:
+        os.stat(path)
+    except OSError as error:
+        return error.errno == errno.ELOOP
+    return False
 
 
 def _is_regular(entry):
@@ -231,7 +246,8 @@ def paired_masks(paths, directory, mask_dir):
             missing.append(path)
     if missing:
         raise FileNotFoundError(
-            f"{len(missing)} images have no mask in {mask_dir} (same relative path, any "
+            f"{len(missing)} image{' has' if len(missing) == 1 else 's have'} no mask in "
+            f"{mask_dir} (same relative path, any "
             f"image extension): {', '.join(missing[:5])}{' ...' if len(missing) > 5 else ''}."
         )
     return masks

@@ -120,6 +120,13 @@ class BatchTimings:
         with self._lock:
             return (self.current if current else self.total).summary()
 
+    def __getstate__(self):  # a worker process starts its own count
+        return {}
+
+    def __setstate__(self, state):
+        self._lock = threading.Lock()
+        self.reset()
+
 def report(timings, fit_wait_s, reset=False):
     """`gen.stats()`: the summary of `timings` (a BatchTimings, None when statistics are
     off) with `fit_wait_s`; `reset` starts a new count after reading."""

@@ -475,6 +475,8 @@ class Generator(PyDataset):
             if hasattr(error, "add_note"):
                 error.add_note(f"kerasgen: while loading batch {index} of epoch "
                                f"{self.epoch} of {self!r}")
+            if getattr(error, "kerasgen_bad_file", None):  # the data's fault, not the
+                raise error.with_traceback(None) from None  # code's: no kerasgen frames
             raise
         if self._stats is not None and not _keras_compat.in_probe():  # a training step
             self._stats.served(self.epoch, index, batching.batch_len(batch))

@@ -12,9 +12,13 @@ Imports happen inside each command: `--help`, `preview` and `inspect` never impo
 """
 
 import argparse
+import contextlib
 import os
 import re
 import sys
+import tempfile
+import warnings
+from collections.abc import Iterator
 
 
 def _preview(args):
@@ -26,8 +30,10 @@ def _preview(args):
              else "as decoded and resized, no augmentation")
     viz.draw_batch(batch.x, batch.y, batch, args.out, args.n,
                    title=f"{args.directory}: seed {args.seed}, first batch, {shown}")
-    print(f"wrote {args.out}: {len(batch.x)} samples of "
-          f"{batch.num_samples} in {len(batch.class_names)} classes")
+    from kerasgen.inspection import plural
+
+    print(f"wrote {args.out}: {plural(len(batch.x), 'sample')} of {batch.num_samples} in "
+          f"{plural(len(batch.class_names), 'class', 'classes')}")
     return 0
 
 
@@ -70,65 +76,221 @@ def _inspect(args):
 
     from kerasgen import inspection
 
+    label_mode = None if args.label_mode == "none" else args.label_mode
     with warnings.catch_warnings():  # the report lists them
         warnings.simplefilter("ignore")
         report = inspection.inspect(args.source, x_col=args.x_col, y_col=args.y_col,
                                     directory=args.directory, verbose=0 if args.json else 1,
-                                    label_mode=args.label_mode,
+                                    label_mode=label_mode,
                                     label_delimiter=args.label_delimiter or None,
                                     encoding=args.encoding, max_pixels=args.max_pixels)
     print(json.dumps(report, indent=2) if args.json else inspection.format_report(report))
-    return 0
+    if not report["corrupt"]:
+        return 0
+    missing = sum(c.get("problem") == "missing" for c in report["corrupt"])
+    found = " and ".join(inspection.plural(n, f"{what} file") for n, what in
+                         ((len(report["corrupt"]) - missing, "corrupt"), (missing, "missing"))
+                         if n)
+    print(f"kerasgen inspect: found {found} (listed above), which the generators refuse "
+          "(on_error='skip' leaves such files out, with a warning)", file=sys.stderr)
+    return 1
+
+
+class _CacheCount:
+    """A loader's cache, counting its lookups and hits: how many images of an epoch came
+    from the cache rather than from decoding (the loader times both as "decode")."""
+
+    def __init__(self, cache):
+        import threading
+
+        self.cache = cache
+        self.lookups = self.hits = 0
+        self.lock = threading.Lock()
+
+    def get(self, index):
+        found = self.cache.get(index)
+        with self.lock:
+            self.lookups += 1
+            self.hits += found is not None
+        return found
+
+    def put(self, index, sample):
+        self.cache.put(index, sample)
+
+    def take(self):
+        """(lookups, hits) since the last take."""
+        with self.lock:
+            counts = self.lookups, self.hits
+            self.lookups = self.hits = 0
+        return counts
+
+    def __getattr__(self, name):
+        return getattr(self.cache, name)
+
+
+def _bench_generator(args, kind):
+    """The generator `bench` times, built as the user's would be (Keras imported)."""
+    from kerasgen.generators import CSVGenerator, ImageFolderGenerator
+
+    common = dict(image_size=args.image_size, batch_size=args.batch_size,
+                  workers=args.workers, use_multiprocessing=args.processes,
+                  cache=None if args.cache == "none" else args.cache, dtype=args.dtype,
+                  decode_threads=args.decode_threads,
+                  stats=True, label_mode=None, max_pixels=args.max_pixels,
+                  shuffle=False, verbose=0, rescale=1 / 255 if args.dtype != "uint8" else None)
+    if kind == "folder":
+        return ImageFolderGenerator(args.source, **common)
+    return CSVGenerator(args.source, x_col=args.x_col, directory=args.directory, **common)
+
+
+def _stage_text(row):
+    """The stages of one epoch as people read them: a decode served by the cache is
+    "from the cache", not "decode"."""
+    stages = row["stages_s"]
+    if stages is None:
+        return "stage times: measured in the worker processes, not shown"
+    lookups, hits = row["cache_lookups"], row["from_cache"]
+    share = hits / lookups if lookups else 0.0  # the work-ahead may add a few of either
+    names = {"decode": ("from the cache" if share >= 0.9 else "decode" if share <= 0.1 else
+                        f"decode + cache ({lookups - hits} images decoded, {hits} read "
+                        "from the cache)")}
+    largest = max(stages.values())
+    shown = [f"{names.get(k, k)} {v:.2f} s" if v >= 0.005 else f"{names.get(k, k)} {v:.4f} s"
+             for k, v in stages.items() if v >= 0.005 or (v and v == largest)]
+    return "stages, summed over batches: " + (", ".join(shown) or "none timed")
+
+
+def _decode_share(row):
+    stages = row["stages_s"] or {}
+    total = sum(stages.values())
+    return stages.get("decode", 0.0) / total if total else 0.0
+
+
+def _advice(rows, facts):
+    """The last line of `bench`: what to try, drawn from the epochs' numbers (whether
+    training waits for data depends on the model, which bench does not have)."""
+    first, last = rows[0], rows[-1]
+    tips = []
+    cached = [r["cache_lookups"] > 0 and r["from_cache"] >= 0.9 * r["cache_lookups"]
+              for r in rows]
+    on_disk = facts["cache"] not in ("none", "auto", "memory")
+    if facts["processes"]:
+        tips.append("stage times are measured in the worker processes: compare this rate "
+                    "with a run without --processes")
+    elif cached[0]:
+        tips.append(f"every epoch read the cache{' file' if on_disk else ''}, "
+                    "made by an earlier run")
+    elif cached[-1]:
+        tips.append(f"epochs after the first read decoded images from the cache, at "
+                    f"{last['images_per_s'] / first['images_per_s']:.1f}x the first epoch's "
+                    "rate" + ("" if on_disk else
+                              "; --cache FILE keeps them on disk for the next run"))
+    elif facts["cache"] != "none" and facts["capacity"] < facts["images"]:
+        tips.append(f"cache='auto' holds {facts['capacity']} of {facts['images']} images "
+                    "(its RAM budget): --cache FILE keeps them all on disk, --cache "
+                    "memory in RAM")
+    elif facts["cache"] == "none" and _decode_share(first) >= 0.5:
+        tips.append(f"decoding is {_decode_share(first):.0%} of the time making batches, "
+                    "every epoch: cache='auto' (the default) or --cache FILE lets epochs "
+                    "after the first skip it")
+    elif facts["cache"] != "none" and len(rows) == 1:
+        tips.append("--epochs 2 shows the cache at work")
+    if not facts["processes"] and not cached[-1] and _decode_share(last) >= 0.5:
+        threads, cores = facts["decode_threads"], facts["cores"]
+        tips.append(f"decoding uses {threads} thread{'s' if threads > 1 else ''} on "
+                    f"{cores} core{'s' if cores > 1 else ''}: " + (
+                        f"--decode-threads {cores}" if threads < cores else
+                        "more --workers or --processes add no cores"))
+    if not facts["processes"] and facts["dtype"] != "uint8" and (
+            cached[-1] or _decode_share(last) >= 0.5):
+        tips.append(f"--dtype uint8 skips the conversion to {facts['dtype']} and hands "
+                    "over a quarter of the bytes (let the model rescale)")
+    tips = tips[:2]
+    tips.append("in fit, kg.callbacks.PipelineStats's data/wait_s says whether the model "
+                "waits for data")
+    return "advice: " + "; ".join(tips) + "."
+
+
+def _bench_epoch(model, gen, counter, epoch):
+    """One pass of Keras's own loop (workers and queue as in fit) with a progress bar;
+    the epoch's row of the report."""
+    import time
+
+    import keras
+
+    from kerasgen import _progress
+
+    gen.stats(reset=True)
+    if counter is not None:
+        counter.take()
+    bar = _progress.bar(len(gen), f"epoch {epoch}")
+    start = time.perf_counter()
+    try:
+        model.predict(gen, verbose=0, callbacks=[keras.callbacks.LambdaCallback(
+            on_predict_batch_end=lambda batch, logs=None: bar.update(1))])
+    finally:
+        bar.close()
+    seconds = time.perf_counter() - start
+    stats = gen.stats()
+    lookups, hits = counter.take() if counter is not None else (0, 0)
+    return {"epoch": epoch, "seconds": round(seconds, 3),
+            "images_per_s": round(gen.num_samples / seconds, 1),
+            "stages_s": stats["stages_s"] if stats["batches"] else None,
+            "cache_lookups": lookups, "from_cache": hits}
 
 
 def _bench(args):
     import json
     import time
 
-    import keras
+    from kerasgen import inspection
+    from kerasgen.loader import usable_cores
 
-    from kerasgen.generators import CSVGenerator, ImageFolderGenerator
+    kind = inspection.check_source(args.source)
+    say = (lambda text: print(text, file=sys.stderr, flush=True)) if args.json else (
+        lambda text: print(text, flush=True))
+    height, width = args.image_size
+    say(f"kerasgen bench: {inspection.plural(args.epochs, 'epoch')} of {args.source} "
+        f"through Keras's predict loop ({height}x{width}, batch {args.batch_size}, workers "
+        f"{args.workers}{' (processes)' if args.processes else ''}, cache {args.cache}, "
+        f"{args.dtype}); starting Keras...")
+    started = time.perf_counter()
+    with tensorflow_quiet():
+        import keras
+    gen = _bench_generator(args, kind)
+    counter = None
+    if gen.loader.cache is not None and not args.processes:
+        counter = gen.loader.cache = _CacheCount(gen.loader.cache)
+    facts = {"images": gen.num_samples, "cache": args.cache, "dtype": args.dtype,
+             "processes": args.processes, "decode_threads": gen.loader.threads(),
+             "cores": usable_cores(),
+             "capacity": gen.num_samples if counter is None else counter.capacity}
+    say(f"{args.source}: {inspection.plural(gen.num_samples, 'image')}, "
+        f"{inspection.plural(len(gen), 'batch', 'batches')} per epoch, "
+        f"{inspection.plural(facts['decode_threads'], 'decode thread')}"
+        f"{' per process' if args.processes else ''} "
+        f"(Keras started in {time.perf_counter() - started:.1f} s)")
+    model = keras.Sequential([keras.Input(args.image_size + (3,)),
+                              keras.layers.GlobalAveragePooling2D()])
+    import numpy as np
 
-    common = dict(image_size=args.image_size, batch_size=args.batch_size,
-                  workers=args.workers, use_multiprocessing=args.processes,
-                  cache=None if args.cache == "none" else args.cache, dtype=args.dtype,
-                  stats=True, label_mode=None, max_pixels=args.max_pixels,
-                  shuffle=False, verbose=0, rescale=1 / 255 if args.dtype != "uint8" else None)
-    if os.path.isdir(args.source):
-        gen = ImageFolderGenerator(args.source, **common)
-    else:
-        gen = CSVGenerator(args.source, x_col=args.x_col, directory=args.directory, **common)
-    shape = args.image_size + (3,)
-    model = keras.Sequential([keras.Input(shape), keras.layers.GlobalAveragePooling2D()])
+    warm_up = np.zeros((args.batch_size + 1,) + args.image_size + (3,), args.dtype)
+    model.predict(warm_up, batch_size=args.batch_size, verbose=0)  # traced before timing
     rows = []
     for epoch in range(args.epochs):
-        gen.stats(reset=True)
-        start = time.perf_counter()
-        model.predict(gen, verbose=0)  # Keras's own loop: workers and queue as in fit
-        seconds = time.perf_counter() - start
-        stats = gen.stats()
-        rows.append({"epoch": epoch, "seconds": round(seconds, 3),
-                     "images_per_s": round(gen.num_samples / seconds, 1),
-                     "stages_s": stats["stages_s"] if stats["batches"] else None})
-    result = {"source": args.source, "images": gen.num_samples,
-              "image_size": list(args.image_size),
-              "batch_size": args.batch_size, "workers": args.workers,
-              "processes": args.processes, "cache": args.cache, "dtype": args.dtype,
-              "epochs": rows}
+        rows.append(_bench_epoch(model, gen, counter, epoch))
+        row = rows[-1]
+        say(f"  epoch {epoch}: {row['images_per_s']:8.1f} images/s ({row['seconds']:.2f} s)"
+            f"  {_stage_text(row)}")
+    advice = _advice(rows, facts)
+    say(advice)
     if args.json:
-        print(json.dumps(result, indent=2))
-        return 0
-    height, width = args.image_size
-    print(f"{args.source}: {gen.num_samples} images -> {height}x{width}, "
-          f"batch {args.batch_size}, workers {args.workers}"
-          f"{' (processes)' if args.processes else ''}, cache {args.cache}, {args.dtype}")
-    for row in rows:
-        stages = row["stages_s"]
-        detail = ("stage seconds (summed over batches): " + ", ".join(
-            f"{k} {v:.2f}" for k, v in stages.items() if v) if stages else
-            "stages: made in worker processes, not counted here")
-        print(f"  epoch {row['epoch']}: {row['images_per_s']:8.1f} images/s "
-              f"({row['seconds']:.2f} s)  {detail}")
+        print(json.dumps({"source": args.source, "images": gen.num_samples,
+                          "image_size": list(args.image_size),
+                          "batch_size": args.batch_size, "workers": args.workers,
+                          "processes": args.processes, "cache": args.cache,
+                          "dtype": args.dtype, "decode_threads": facts["decode_threads"],
+                          "epochs": rows, "advice": advice}, indent=2))
     return 0
 
 
@@ -191,9 +353,10 @@ def _add_inspect(commands, defaults):
     inspect.add_argument("--y-col", default="label", help="CSV column of labels")
     inspect.add_argument("--directory", default=None, help="folder CSV paths are relative to")
     inspect.add_argument("--label-mode", default="int",
-                         choices=["int", "categorical", "binary", "multi_label"],
+                         choices=["int", "categorical", "binary", "multi_label", "none"],
                          help="multi_label: count each label of a CSV cell split at "
-                              "--label-delimiter (int: one class per cell)")
+                              "--label-delimiter (int: one class per cell); none: "
+                              "unlabeled, a folder without class subfolders is read flat")
     inspect.add_argument("--label-delimiter", default="|",
                          help="separates the labels of one CSV cell ('' for none)")
     inspect.add_argument("--encoding", default="utf-8", help="the CSV file's text encoding")
@@ -216,6 +379,8 @@ def _add_bench(commands, defaults):
                        help="worker threads (worker processes with --processes)")
     bench.add_argument("--processes", action="store_true",
                        help="worker processes (use_multiprocessing=True)")
+    bench.add_argument("--decode-threads", type=int, default=None,
+                       help="decode threads per process (default: the cores it may use)")
     bench.add_argument("--cache", default="auto",
                        help="'auto' (the generators' default), 'none', 'memory' or a file path")
     bench.add_argument("--dtype", default="float32", choices=["float32", "float16", "uint8"],
@@ -231,29 +396,124 @@ def _add_bench(commands, defaults):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The `kerasgen` argument parser: --version and one subcommand per tool, each
-    option's help showing its default."""
+    """The `kerasgen` argument parser: --version, --debug and one subcommand per tool,
+    each option's help showing its default."""
     from kerasgen import __version__
 
     parser = argparse.ArgumentParser(prog="kerasgen", description="kerasgen tools")
     parser.add_argument("--version", action="version", version=f"kerasgen {__version__}")
+    debug_help = "on a failure, show the full traceback (not only kerasgen's message)"
+    parser.add_argument("--debug", action="store_true", help=debug_help)
     commands = parser.add_subparsers(dest="command", required=True)
     defaults = argparse.ArgumentDefaultsHelpFormatter  # every option's help shows its default
     _add_preview(commands, defaults)
     _add_inspect(commands, defaults)
     _add_bench(commands, defaults)
+    for command in commands.choices.values():  # `kerasgen bench DIR --debug` too
+        command.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
+                             help=debug_help)
     return parser
+
+
+# A line of TensorFlow's or absl's C++ log ("I0000 00:00:1796162897.157932    8903
+# port.cc:153] oneDNN custom operations are on..."), absl's note printed before its
+# logging starts, and the lines that continue a log line.
+_LOG_LINE = re.compile(r"[IWEF]\d{4} [\d:.]+\s+\d+ [^\s:]+:\d+\] ")
+_BEFORE_INIT = "WARNING: All log messages before absl::InitializeLog() is called"
+_CONTINUED = ("To enable the following instructions:",)
+
+
+def drop_tensorflow_lines(text: str, level: int) -> str:
+    """`text` without TensorFlow's (and absl's) C++ log lines of a severity under
+    `level`, as TF_CPP_MIN_LOG_LEVEL counts it: 1 drops INFO, 2 WARNING too, 3 ERROR too
+    (0 drops nothing); every other line is kept."""
+    kept, dropping = [], False
+    for line in text.splitlines(keepends=True):
+        if _LOG_LINE.match(line):
+            dropping = "IWEF".index(line[0]) < level
+        elif line.startswith(_BEFORE_INIT):
+            dropping = level >= 1
+        elif not (dropping and line.startswith(_CONTINUED)):
+            dropping = False
+        if not dropping:
+            kept.append(line)
+    return "".join(kept)
+
+
+def _log_level() -> int:
+    try:
+        return int(os.environ.get("TF_CPP_MIN_LOG_LEVEL", "0"))
+    except ValueError:
+        return 0
+
+
+@contextlib.contextmanager
+def tensorflow_quiet() -> Iterator[None]:
+    """Import Keras (and TensorFlow) in this block, and what TensorFlow and absl print
+    while they start ("oneDNN custom operations are on...", "All log messages before
+    absl::InitializeLog()...", "cpu_feature_guard...") stays out of the output.
+
+    Sets TF_CPP_MIN_LOG_LEVEL=3 unless it is set (a user's level is kept), which
+    silences TensorFlow's later C++ logs ("Memory patch applied..."); the lines printed
+    before TensorFlow reads that variable are caught on the stderr file descriptor and
+    dropped by the same level, every other line written meanwhile is passed on."""
+    if "tensorflow" not in sys.modules:
+        os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+    level = _log_level()
+    if level <= 0 or "keras" in sys.modules:
+        yield
+        return
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as caught:
+        os.dup2(caught.fileno(), 2)
+        try:
+            yield
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+            caught.seek(0)
+            rest = drop_tensorflow_lines(caught.read().decode(errors="replace"), level)
+            sys.stderr.write(rest)
+            sys.stderr.flush()
+
+
+def _message(error: BaseException, command: str) -> str:
+    """kerasgen's one line for a failure: the error's message, with how to go on."""
+    text = str(error) or type(error).__name__
+    if not isinstance(error, (ValueError, OSError, ImportError, TypeError)):
+        text = f"{type(error).__name__}: {text} (--debug shows the traceback)"
+    if command == "inspect" and "pass label_mode=None" in text:
+        text += " On the command line: --label-mode none."
+    if command == "bench" and text.startswith("Cannot decode"):
+        text += " `kerasgen inspect` lists every file that does not decode."
+    return text
 
 
 def main(argv: list[str] | None = None) -> int:
     """Runs the command `argv` names (sys.argv's by default); returns its exit status:
-    0, or 2 with the error on stderr for a bad argument, file or missing dependency."""
+    0; 1 when `inspect` finds corrupt or missing files; 2 with kerasgen's one message on
+    stderr (no traceback; `--debug` shows it) for a bad argument, file or missing
+    dependency, or any other failure. TensorFlow's start-up log lines are silenced
+    (TF_CPP_MIN_LOG_LEVEL=3 unless set) before anything imports it."""
+    if "tensorflow" not in sys.modules:
+        os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
     args = build_parser().parse_args(argv)
-    try:
+    if args.debug:
         return args.run(args)
-    except (ValueError, FileNotFoundError, ImportError) as error:
-        print(f"kerasgen {args.command}: {error}", file=sys.stderr)
-        return 2
+    with warnings.catch_warnings():
+        warnings.showwarning = lambda message, *rest, **kw: print(
+            f"kerasgen {args.command}: warning: {message}", file=sys.stderr)
+        try:
+            return args.run(args)
+        except KeyboardInterrupt:
+            print(f"kerasgen {args.command}: interrupted", file=sys.stderr)
+            return 130
+        except Exception as error:  # noqa: BLE001 -- every failure ends in one message
+            print(f"kerasgen {args.command}: {_message(error, args.command)}",
+                  file=sys.stderr)
+            return 2
 
 
 if __name__ == "__main__":

@@ -545,6 +545,11 @@ class CSVGenerator(_ImageFileGenerator):
                          seed=seed, **common)
 
 
+def _count(n: int, noun: str) -> str:
+    """'1 file', '3 files'."""
+    return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
 class _ListedFile:
     """Names sample i of a table of files: its path and its row."""
 
@@ -588,13 +593,15 @@ def _listed_files(table, x_col, mask_col, directory, allow_outside, on_missing):
     listed = ", ".join(f"{paths[i]} ({table.describe(i)})" for i in missing[:5])
     if on_missing == "raise":
         raise FileNotFoundError(
-            f"{len(missing)} files listed in {table.name()} do not exist: {listed}"
+            f"{_count(len(missing), 'file')} listed in {table.name()} "
+            f"do{'es' if len(missing) == 1 else ''} not exist: {listed}"
             f"{' ...' if len(missing) > 5 else ''}. Fix the paths (or `directory`), "
             "or pass on_missing='skip' to drop those rows."
         )
     skipped = [paths[i] for i in missing]
-    warnings.warn(f"Skipping {len(missing)} rows of {table.name()} whose files do "
-                  f"not exist: {listed}{' ...' if len(missing) > 5 else ''}. "
+    more = " ..." if len(missing) > 5 else ""
+    warnings.warn(f"Skipping {_count(len(missing), 'row')} of {table.name()} whose "
+                  f"file{'s do' if len(missing) > 1 else ' does'} not exist: {listed}{more}. "
                   "`gen.skipped` lists them all.", stacklevel=4)
     gone = set(missing)
     keep = [i for i in range(len(paths)) if i not in gone]

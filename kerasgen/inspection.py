@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import collections
+import glob
 import os
 import warnings
 from collections.abc import Mapping
@@ -46,33 +47,80 @@ def _probe(path, max_pixels):
         return None, None, None, fmt, str(error)
 
 
+def plural(n: int, word: str, many: str | None = None) -> str:
+    """'1 file', '2 files' ('1 class', '3 classes' with many="classes")."""
+    return f"{n} {word if n == 1 else many or word + 's'}"
+
+
+def check_source(source: StrPath) -> str:
+    """'folder' or 'csv': what the path `source` is; a path that does not exist is a
+    FileNotFoundError saying what was expected there (a glob pattern is left to the
+    CSV reader, which names the pattern)."""
+    path = os.fspath(source)
+    if os.path.isdir(path):
+        return "folder"
+    if not os.path.exists(path) and not glob.has_magic(path):
+        expected = ("CSV file" if path.lower().endswith((".csv", ".tsv", ".txt"))
+                    else "folder" if path.endswith(("/", os.sep)) else "folder or CSV file")
+        raise FileNotFoundError(
+            f"`source` must be an existing image folder or CSV file. Received: "
+            f"source={path!r} (no such {expected}).")
+    return "csv"
+
+
+def _folder_files(source, label_mode):
+    """(paths, label per path or None, class names or None, warnings) of an image
+    folder, listed as ImageFolderGenerator(source, label_mode=label_mode) lists it: a
+    class folder without images is a class (with the generator's warning), and a folder
+    without class subfolders is the generator's error unless label_mode is None."""
+    with warnings.catch_warnings(record=True) as caught:  # listed in the report
+        warnings.simplefilter("always")
+        paths, ids, names = listing.list_image_folder(
+            source, classes_required=label_mode is not None)
+    found = [str(w.message) for w in caught]
+    if ids is None or label_mode is None:
+        return paths, None, None, found
+    return paths, [names[i] for i in ids], list(names), found
+
+
 def _files_and_labels(source, x_col, y_col, directory, label_mode, label_delimiter,
                       encoding):
-    """(paths, labels per path or None, warnings) from a folder or a CSV file. With
-    label_mode="multi_label" each CSV path has a list of labels."""
-    source = os.fspath(source)
-    if os.path.isdir(source):
-        with warnings.catch_warnings(record=True) as caught:  # listed in the report
-            warnings.simplefilter("always")
-            paths, ids, names = listing.list_image_folder(source, classes_required=False)
-        found = [str(w.message) for w in caught]
-        if ids is None:
-            return paths, None, found
-        return paths, [names[i] for i in ids], found
+    """(paths, labels per path or None, every class name of a folder or None, warnings)
+    from a folder or a CSV file. With label_mode="multi_label" each CSV path has a list
+    of labels."""
+    if check_source(source) == "folder":
+        return _folder_files(os.fspath(source), label_mode)
     table = listing.Table.read(source, encoding)
     table.column(x_col, "x_col")
     paths = listing.resolve_paths(table.columns[x_col], table, directory, True,
                                   table.describe)
     if label_mode is None or y_col is None or y_col not in table.columns:
-        return paths, None, []
+        return paths, None, None, []
     cells = table.columns[y_col]
     problem = labels_mod.delimiter_problem(cells, label_mode, label_delimiter, y_col,
                                            table.describe)
     found = [] if problem is None else [problem[1]]
     if label_mode == "multi_label":
         return paths, [[str(v) for v in labels_mod.split_cell(c, label_delimiter) or []]
-                       for c in cells], found
-    return paths, [str(v) for v in cells], found
+                       for c in cells], None, found
+    return paths, [str(v) for v in cells], None, found
+
+
+def _class_counts(labels, class_names):
+    """{class: files}, every class of a folder included (0 for an empty class folder)."""
+    if labels is None:
+        return None
+    counts = collections.Counter(labels)
+    if class_names is not None:
+        return {name: counts.get(name, 0) for name in class_names}
+    return dict(sorted(counts.items())) if counts else None
+
+
+def _imbalance(counts):
+    """Largest / smallest class; None without classes or when a class has no files."""
+    if not counts or min(counts.values()) == 0:
+        return None
+    return round(max(counts.values()) / min(counts.values()), 3)
 
 
 def inspect(source: StrPath, x_col: str = "filename", y_col: str | None = "label",
@@ -83,12 +131,21 @@ def inspect(source: StrPath, x_col: str = "filename", y_col: str | None = "label
     """Summarises an image folder (one subfolder per class) or a CSV list.
 
     Returns a dict: number of files, class counts, imbalance ratio (largest / smallest
-    class), image sizes (min, median, max of height and width; the most common sizes),
-    formats and channel counts, the files that cannot be decoded (each decoded once,
-    in parallel, with a progress bar for large folders; `corrupt` lists each with its
-    error, also files whose header declares more than `max_pixels` pixels, which the
-    generators refuse by default, and files that are not regular files), and `warnings`
-    about the labels and the listing (entries left out of a folder).
+    class; None when a class has no files), image sizes (min, median, max of height and
+    width; the most common sizes), formats and channel counts, the files that cannot be
+    decoded (each decoded once, in parallel, with a progress bar for large folders;
+    `corrupt` lists each with its error and its `problem`, "missing" for a path that
+    does not exist (a CSV row's) and "corrupt" otherwise: also files whose header
+    declares more than `max_pixels` pixels, which the generators refuse by default, and
+    files that are not regular files), and `warnings` about the labels and the listing
+    (entries left out of a folder).
+
+    A folder is listed as `ImageFolderGenerator(source, label_mode=label_mode)` lists
+    it: the same classes, a class folder without images among them (with the
+    generator's warning), and without class subfolders the generator's ValueError
+    ("No class subfolders in ...") unless `label_mode` is None (unlabeled: every image
+    under `source`). A `source` that does not exist is a FileNotFoundError saying what
+    was expected there.
 
     For a CSV: `label_mode` "multi_label" counts every label of a cell split at
     `label_delimiter` (a row holds several); any other class mode counts each cell as one
@@ -98,8 +155,8 @@ def inspect(source: StrPath, x_col: str = "filename", y_col: str | None = "label
     _checks.one_of("label_mode", label_mode, labels_mod.LABEL_MODES)
     max_pixels = images.check_max_pixels(max_pixels)
     labels_mod.check_delimiter(label_delimiter)
-    paths, labels, found = _files_and_labels(source, x_col, y_col, directory, label_mode,
-                                             label_delimiter, encoding)
+    paths, labels, class_names, found = _files_and_labels(
+        source, x_col, y_col, directory, label_mode, label_delimiter, encoding)
     for message in found:
         warnings.warn(message, stacklevel=2)
     if labels is not None and label_mode == "multi_label":
@@ -110,14 +167,13 @@ def inspect(source: StrPath, x_col: str = "filename", y_col: str | None = "label
     good = [p for p in probes if p[4] is None]
     heights = np.array([p[0] for p in good]) if good else np.zeros(0)
     widths = np.array([p[1] for p in good]) if good else np.zeros(0)
-    counts = dict(sorted(collections.Counter(labels).items())) if labels else None
+    counts = _class_counts(labels, class_names)
     report = {
         "source": os.fspath(source),
         "files": len(paths),
         "classes": counts,
         "num_classes": len(counts) if counts else None,
-        "imbalance_ratio": (round(max(counts.values()) / min(counts.values()), 3)
-                            if counts else None),
+        "imbalance_ratio": _imbalance(counts),
         "formats": dict(collections.Counter(p[3] for p in probes).most_common()),
         "channels": {str(k): v for k, v in
                      collections.Counter(p[2] for p in good).most_common()},
@@ -129,8 +185,9 @@ def inspect(source: StrPath, x_col: str = "filename", y_col: str | None = "label
             "most_common": [[f"{h}x{w}", n] for (h, w), n in collections.Counter(
                 zip(heights.tolist(), widths.tolist())).most_common(5)],
         },
-        "corrupt": [{"path": path, "error": p[4]} for path, p in zip(paths, probes)
-                    if p[4] is not None],
+        "corrupt": [{"path": path, "error": p[4],
+                     "problem": "corrupt" if os.path.exists(path) else "missing"}
+                    for path, p in zip(paths, probes) if p[4] is not None],
         "warnings": found,
     }
     return report
@@ -138,14 +195,20 @@ def inspect(source: StrPath, x_col: str = "filename", y_col: str | None = "label
 
 def format_report(report: Mapping[str, Any]) -> str:
     """The report as a plain-text table."""
-    lines = [f"{report['source']}: {report['files']} files"]
-    if report["classes"]:
-        width = max(len(str(c)) for c in report["classes"])
-        total = sum(report["classes"].values())
-        lines.append(f"{report['num_classes']} classes, imbalance ratio "
-                     f"{report['imbalance_ratio']} (largest / smallest)")
-        for name, count in report["classes"].items():
-            bar = "#" * max(1, round(30 * count / max(report["classes"].values())))
+    lines = [f"{report['source']}: {plural(report['files'], 'file')}"]
+    classes = report["classes"]
+    if classes:
+        width = max(len(str(c)) for c in classes)
+        total = sum(classes.values()) or 1
+        largest = max(classes.values()) or 1
+        empty = [name for name, count in classes.items() if not count]
+        ratio = (f"imbalance ratio {report['imbalance_ratio']} (largest / smallest)"
+                 if report["imbalance_ratio"] is not None else
+                 f"imbalance ratio undefined: {plural(len(empty), 'class', 'classes')} "
+                 "without files")
+        lines.append(f"{plural(report['num_classes'], 'class', 'classes')}, {ratio}")
+        for name, count in classes.items():
+            bar = "#" * max(1, round(30 * count / largest)) if count else "(no files)"
             lines.append(f"  {name:<{width}}  {count:>7}  {100 * count / total:5.1f}%  {bar}")
     if report["size"]:
         h, w = report["size"]["height"], report["size"]["width"]
@@ -156,8 +219,15 @@ def format_report(report: Mapping[str, Any]) -> str:
     lines.append("formats: " + ", ".join(f"{k} {v}" for k, v in report["formats"].items()))
     lines.append("channels: " + ", ".join(f"{k}: {v}" for k, v in report["channels"].items()))
     lines += [f"warning: {w}" for w in report.get("warnings", ())]
-    lines.append(f"corrupt files: {len(report['corrupt'])}")
-    lines += [f"  {c['path']}: {c['error']}" for c in report["corrupt"][:20]]
-    if len(report["corrupt"]) > 20:
-        lines.append(f"  ... and {len(report['corrupt']) - 20} more")
+    missing = [c for c in report["corrupt"] if c.get("problem") == "missing"]
+    corrupt = [c for c in report["corrupt"] if c.get("problem") != "missing"]
+    lines.append(f"corrupt files: {len(corrupt)}")
+    lines += [f"  {c['path']}: {c['error']}" for c in corrupt[:20]]
+    if len(corrupt) > 20:
+        lines.append(f"  ... and {len(corrupt) - 20} more")
+    if missing:
+        lines.append(f"missing files: {len(missing)}")
+        lines += [f"  {c['path']}" for c in missing[:20]]
+        if len(missing) > 20:
+            lines.append(f"  ... and {len(missing) - 20} more")
     return "\n".join(lines)

@@ -150,7 +150,7 @@ class ImageLoader:
             self._decode_into(index, out)
         except (ValueError, FileNotFoundError) as error:
             if self.on_error == "raise":
-                raise
+                raise _bad_file(error, self.file_paths[index]) from None
             self._record_skip(index, error)
             if substitutes is None:
                 raise
@@ -173,7 +173,7 @@ class ImageLoader:
             return loaded, self.load_mask(loaded, mask_out)
         except (ValueError, FileNotFoundError) as error:
             if self.on_error == "raise":
-                raise
+                raise _bad_file(error, self.mask_paths[loaded]) from None
             self._record_skip(loaded, error)
             if substitutes is None:
                 raise
@@ -349,6 +349,20 @@ class ImageLoader:
     def __setstate__(self, state):
         self.__dict__.update(state)
         self._lock = threading.Lock()
+
+
+def _bad_file(error: Exception, path: str) -> Exception:
+    """`error` (a file that cannot be read or decoded) marked as a bad file, with the
+    ways out in a note; `Generator.__getitem__` re-raises it without kerasgen's frames."""
+    if not getattr(error, "kerasgen_bad_file", None):
+        error.kerasgen_bad_file = path  # type: ignore[attr-defined]
+        if hasattr(error, "add_note"):
+            error.add_note(
+                "kerasgen: to train past bad files, pass on_error='skip' (each is replaced "
+                "by another image of its class, with a warning; gen.skipped lists them); "
+                "to find them all first, run gen.validate() or `kerasgen inspect` on the "
+                "folder or CSV file.")
+    return error
 
 
 def usable_cores() -> int:

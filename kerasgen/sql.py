@@ -162,8 +162,9 @@ class SQLFeatureGenerator(ArrayGenerator):
                  label_mode: LabelMode | None = "int", validation_split: float | None = None,
                  subset: Subset | None = None, seed: int | None = None,
                  class_names: Sequence[str] | None = None, num_classes: int | None = None,
-                 **kwargs: Any) -> None:
+                 verbose: int = 1, **kwargs: Any) -> None:
         _checks.labels_come_from(self, kwargs, "the `y_col` column (y_col=...)")
+        self.verbose = verbose  # as SQLImageGenerator takes it; the query shows no progress
         if not isinstance(x_col, (list, tuple)) or not x_col:
             _checks.fail("x_col", "a non-empty list of numeric column names", x_col,
                          TypeError, hint="For one column of image paths use "

@@ -137,7 +137,7 @@ def test_mask_errors(tmp_path):
     for i in range(3):
         write_pair(tmp_path, f"s{i}", seed=i)
     os.remove(tmp_path / "masks" / "s1.png")
-    with pytest.raises(FileNotFoundError, match=r"1 images have no mask.*s1.bmp"):
+    with pytest.raises(FileNotFoundError, match=r"1 image has no mask.*s1.bmp"):
         kg.ImageFolderGenerator(tmp_path / "images", mask_dir=tmp_path / "masks",
                                 label_mode="mask")
     with pytest.raises(ValueError, match="`mask_dir` and label_mode='mask' go together"):

@@ -2,6 +2,7 @@
 `--version`, `--help` (every option with its default) and `--image-size` in the forms
 people write; preview titles that say what the picture shows."""
 
+import json
 import os
 import shutil
 import subprocess
@@ -62,3 +63,189 @@ def test_preview_titles_say_what_the_picture_shows(image_folder, tmp_path, monke
                          "-n", "4", "--image-size", "16x24"] + extra) == 0
     assert "no augmentation" in titles[0] and "augmented" in titles[1]
     assert titles[0] != titles[1]
+
+
+# --- what a person reads: kerasgen's output only, one message per failure, exit codes
+
+TENSORFLOW_NOISE = ("oneDNN", "absl", "cpu_feature_guard", "Memory patch", "I0000",
+                    "TensorFlow binary", "Traceback")
+
+
+def run_as_installed(*args, **env):
+    """The console script with the environment a user has: TF_CPP_MIN_LOG_LEVEL unset
+    (the test suite's conftest sets it), unless given in `env`."""
+    base = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
+    return subprocess.run(kerasgen_command() + [str(a) for a in args], capture_output=True,
+                          text=True, timeout=120, env={**base, **env})
+
+
+def assert_quiet(result):
+    for noise in TENSORFLOW_NOISE:
+        assert noise not in result.stdout + result.stderr, (noise, result.stderr[-3000:])
+
+
+@pytest.fixture
+def bad_folder(image_folder):
+    (image_folder / "dog" / "broken.jpg").write_bytes(b"\xff\xd8 not a jpeg")
+    return image_folder
+
+
+def test_bench_says_what_it_does_first_and_ends_with_advice(image_folder):
+    result = run_as_installed("bench", image_folder, "--image-size", 8, "--batch-size", 4,
+                              "--epochs", 2, "--cache", "memory")
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert_quiet(result)
+    assert result.stderr == ""
+    lines = result.stdout.splitlines()
+    assert lines[0].startswith(f"kerasgen bench: 2 epochs of {image_folder} through Keras's "
+                               "predict loop (8x8, batch 4, workers 1, cache memory, float32)")
+    assert lines[1].startswith(f"{image_folder}: 12 images, 3 batches per epoch")
+    assert lines[2].startswith("  epoch 0:") and "decode" in lines[2]
+    assert lines[3].startswith("  epoch 1:") and "from the cache" in lines[3]
+    assert "decode " not in lines[3]  # a cached epoch is not called decoding
+    assert lines[4].startswith("advice: epochs after the first read decoded images from the "
+                               "cache") and lines[4].endswith(".")
+    assert len(lines) == 5
+
+
+def test_bench_of_a_corrupt_folder_ends_in_one_message(bad_folder):
+    result = run_as_installed("bench", bad_folder, "--image-size", 8, "--epochs", 1)
+    assert result.returncode == 2
+    assert_quiet(result)
+    assert result.stdout.startswith("kerasgen bench: 1 epoch of ")
+    message = result.stderr.strip().splitlines()
+    assert len(message) == 1, result.stderr
+    assert message[0].startswith("kerasgen bench: Cannot decode image file ")
+    assert "broken.jpg" in message[0] and "`kerasgen inspect`" in message[0]
+
+
+def test_the_first_line_comes_before_keras_starts(image_folder, monkeypatch, capsys):
+    def not_yet():
+        raise RuntimeError("Keras would start here")
+
+    monkeypatch.setattr(cli, "tensorflow_quiet", not_yet)
+    assert cli.main(["bench", str(image_folder), "--epochs", "1"]) == 2
+    out, err = capsys.readouterr()
+    assert out.startswith("kerasgen bench: 1 epoch of ") and out.endswith("starting Keras...\n")
+    assert err == ("kerasgen bench: RuntimeError: Keras would start here (--debug shows the "
+                   "traceback)\n")
+
+
+def test_debug_shows_the_traceback():
+    for args in (["inspect", "nonexist", "--debug"], ["--debug", "inspect", "nonexist"]):
+        result = run_as_installed(*args)
+        assert result.returncode != 0 and "Traceback (most recent call last)" in result.stderr
+        assert "FileNotFoundError" in result.stderr
+    plain = run_as_installed("inspect", "nonexist")
+    assert plain.returncode == 2 and "Traceback" not in plain.stderr
+    assert "--debug" in " ".join(run_as_installed("bench", "--help").stdout.split())
+
+
+def test_inspect_exits_1_on_corrupt_or_missing_files(image_folder, bad_folder, tmp_path):
+    report = run_as_installed("inspect", bad_folder)
+    assert report.returncode == 1
+    assert_quiet(report)
+    assert "corrupt files: 1" in report.stdout and "broken.jpg" in report.stdout
+    assert report.stderr.startswith("kerasgen inspect: found 1 corrupt file (listed above)")
+    as_json = run_as_installed("inspect", bad_folder, "--json")
+    assert as_json.returncode == 1
+    assert json.loads(as_json.stdout)["corrupt"][0]["problem"] == "corrupt"
+    (image_folder / "dog" / "broken.jpg").unlink()
+    assert run_as_installed("inspect", image_folder).returncode == 0
+    listing = tmp_path / "list.csv"
+    listing.write_text(f"filename,label\n{image_folder / 'cat' / 'cat_0.png'},cat\n"
+                       f"{image_folder / 'cat' / 'gone.png'},cat\n")
+    missing = run_as_installed("inspect", listing)
+    assert missing.returncode == 1
+    assert "corrupt files: 0\nmissing files: 1\n" in missing.stdout
+    assert "found 1 missing file" in missing.stderr
+
+
+def test_inspect_lists_the_classes_the_generator_has(image_folder, capsys):
+    (image_folder / "emu").mkdir()
+    with pytest.warns(UserWarning, match="holds no images") as generator_warning:
+        gen = kg.ImageFolderGenerator(image_folder, image_size=8)
+    with pytest.warns(UserWarning, match="holds no images"):
+        report = kg.inspect(image_folder, verbose=0)
+    assert list(report["classes"]) == gen.class_names == ["cat", "dog", "emu", "fox"]
+    assert report["classes"]["emu"] == 0 and report["imbalance_ratio"] is None
+    assert str(generator_warning[0].message) in report["warnings"]
+    assert cli.main(["inspect", str(image_folder)]) == 0
+    out = capsys.readouterr().out
+    assert "4 classes, imbalance ratio undefined: 1 class without files" in out
+    assert "  emu        0    0.0%  (no files)" in out
+    assert f"warning: Class folder {str(image_folder / 'emu')!r} holds no images" in out
+
+
+def test_inspect_of_a_flat_folder_says_what_the_generator_says(tmp_path):
+    from tests.conftest import write_image
+
+    for i in range(3):
+        write_image(str(tmp_path / "flat" / f"{i}.png"))
+    with pytest.raises(ValueError) as generator_error:
+        kg.ImageFolderGenerator(tmp_path / "flat")
+    result = run_as_installed("inspect", tmp_path / "flat")
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert result.stderr.startswith(f"kerasgen inspect: {generator_error.value}")
+    assert "No class subfolders in" in result.stderr and "--label-mode none" in result.stderr
+    unlabeled = run_as_installed("inspect", tmp_path / "flat", "--label-mode", "none")
+    assert unlabeled.returncode == 0 and unlabeled.stdout.startswith(
+        f"{tmp_path / 'flat'}: 3 files\nheight:")
+    with pytest.raises(ValueError, match="No class subfolders"):
+        kg.inspect(tmp_path / "flat", verbose=0)
+    assert kg.inspect(tmp_path / "flat", verbose=0, label_mode=None)["files"] == 3
+
+
+def test_not_found_says_what_was_expected(tmp_path):
+    for command in ("inspect", "bench"):
+        result = run_as_installed(command, "nonexist")
+        assert result.returncode == 2 and result.stderr == (
+            f"kerasgen {command}: `source` must be an existing image folder or CSV file. "
+            "Received: source='nonexist' (no such folder or CSV file).\n")
+        assert "`csv`" not in result.stderr
+    result = run_as_installed("inspect", tmp_path / "labels.csv")
+    assert "(no such CSV file)" in result.stderr
+    with pytest.raises(FileNotFoundError, match="no such folder or CSV file"):
+        kg.inspect(tmp_path / "nothing", verbose=0)
+
+
+def test_one_is_singular(tmp_path, capsys):
+    from tests.conftest import write_image
+
+    write_image(str(tmp_path / "one" / "cat" / "a.png"))
+    assert cli.main(["inspect", str(tmp_path / "one")]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f"{tmp_path / 'one'}: 1 file\n1 class, ")
+    assert cli.main(["preview", str(tmp_path / "one"), "--out", str(tmp_path / "p.png"),
+                     "-n", "1", "--image-size", "8"]) == 0
+    assert capsys.readouterr().out.endswith(": 1 sample of 1 in 1 class\n")
+
+
+@pytest.mark.parametrize("level,kept", [
+    (None, ["plain line\n", "E0000 00:00:17.2  1 x.cc:1] an error\n"][:1]),
+    ("1", ["W0000 00:00:17.2  1 x.cc:1] a warning\n", "plain line\n",
+           "E0000 00:00:17.2  1 x.cc:1] an error\n"]),
+    ("0", None)])
+def test_tensorflow_lines_are_dropped_by_the_level_in_effect(level, kept):
+    """What TensorFlow prints while it starts (caught on file descriptor 2) is dropped
+    by TF_CPP_MIN_LOG_LEVEL (3 unless the user set one); other lines pass."""
+    lines = ["WARNING: All log messages before absl::InitializeLog() is called are written "
+             "to STDERR\n",
+             "I0000 00:00:1796162897.157932    8903 port.cc:153] oneDNN custom operations\n",
+             "I0000 00:00:1796162897.230665    8903 cpu_feature_guard.cc:227] This binary\n",
+             "To enable the following instructions: AVX2 FMA, in other operations, rebuild\n",
+             "W0000 00:00:17.2  1 x.cc:1] a warning\n", "plain line\n",
+             "E0000 00:00:17.2  1 x.cc:1] an error\n"]
+    code = ("import os, sys\nfrom kerasgen import cli\n"
+            "with cli.tensorflow_quiet():\n"
+            f"    os.write(2, {''.join(lines).encode()!r})\n"
+            "    print('from python', file=sys.stderr)\n"
+            "print(os.environ['TF_CPP_MIN_LOG_LEVEL'])\n")
+    env = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
+    if level is not None:
+        env["TF_CPP_MIN_LOG_LEVEL"] = level
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            env=env, timeout=60)
+    assert result.stdout == f"{level or 3}\n"  # a user's level is kept
+    expected = lines if kept is None else kept
+    assert result.stderr == "".join(expected) + "from python\n"

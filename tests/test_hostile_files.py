@@ -195,13 +195,13 @@ def test_the_command_line_reports_a_huge_header_without_a_traceback(huge_folder,
     root, huge = huge_folder
     process = subprocess.run([sys.executable, "-m", "kerasgen", "inspect", str(root)],
                              capture_output=True, text=True, timeout=60)
-    assert process.returncode == 0, process.stderr
+    assert process.returncode == 1, process.stderr  # a bad file found: exit status 1
     assert "Traceback" not in process.stderr
     assert "corrupt files: 1" in process.stdout and "60000x60000" in process.stdout
-    assert cli.main(["inspect", str(root), "--json", "--max-pixels", "none"]) == 0
+    assert cli.main(["inspect", str(root), "--json", "--max-pixels", "none"]) == 1
     report = json.loads(capsys.readouterr().out)
     assert "OpenCV refused it" in report["corrupt"][0]["error"]
-    assert cli.main(["inspect", str(root), "--json", "--max-pixels", "100"]) == 0
+    assert cli.main(["inspect", str(root), "--json", "--max-pixels", "100"]) == 1
     assert len(json.loads(capsys.readouterr().out)["corrupt"]) == 5  # 16x12 > 100
     with pytest.raises(SystemExit):
         cli.main(["inspect", str(root), "--max-pixels", "0"])
@@ -452,3 +452,43 @@ def test_headers_above_pillows_own_limit_are_read_without_its_warning(tmp_path):
             warnings.simplefilter("error")
             assert images.header_size(data) == (side, side)
     assert images.header_size(np.frombuffer(b"not an image at all", np.uint8)) is None
+
+
+def test_a_bad_file_met_during_fit_names_it_and_the_ways_out(image_folder):
+    """No kerasgen frame between Keras and the message: the data is at fault."""
+    import traceback
+
+    import keras
+
+    bad = image_folder / "dog" / "dog_1.jpg"
+    bad.write_bytes(b"not a jpeg")
+    gen = kg.ImageFolderGenerator(image_folder, image_size=(8, 8), batch_size=4,
+                                  label_mode="int", seed=0)
+    model = keras.Sequential([keras.Input((8, 8, 3)), keras.layers.Flatten(),
+                              keras.layers.Dense(3)])
+    model.compile("sgd", keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    with pytest.raises(ValueError) as caught:
+        model.fit(gen, epochs=1, verbose=0)
+    text = "".join(traceback.format_exception(caught.value))
+    assert str(bad) in text
+    for way_out in ("on_error='skip'", "gen.validate()", "kerasgen inspect"):
+        assert way_out in text, way_out
+    frames = [f.filename for f in traceback.extract_tb(caught.value.__traceback__)]
+    inside = [f.rsplit("/", 1)[1] for f in frames if "/kerasgen/" in f]
+    # gen[i] re-raising it (and the hook that carries batch errors through Keras's
+    # iterator), none of the loader, the decoder or the work-ahead
+    assert set(inside) <= {"base.py", "_keras_compat.py"} and len(inside) <= 2, frames
+
+
+@pytest.mark.parametrize("follow_links", [False, True])
+def test_a_link_looping_to_itself_is_reported_not_dropped(image_folder, follow_links):
+    for name in ("loop.jpg", "sub"):
+        os.symlink(name, image_folder / "cat" / name)
+    for on_error in ("raise", "skip"):
+        with pytest.warns(UserWarning, match=r"'.*cat/loop.jpg' is a symbolic link that "
+                                             r"leads back to itself") as caught:
+            gen = kg.ImageFolderGenerator(image_folder, image_size=(8, 8), verbose=0,
+                                          follow_links=follow_links, on_error=on_error)
+        assert any("cat/sub' is a symbolic link that leads back" in str(w.message)
+                   for w in caught)
+        assert not {os.path.basename(p) for p in gen.file_paths} & {"loop.jpg", "sub"}

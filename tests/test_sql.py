@@ -161,3 +161,15 @@ def test_sql_selects_with_joins_ctes_subqueries_views_and_functions(database):
     images = kg.SQLGenerator(database, "SELECT path, label FROM heavy ORDER BY path",
                              x_col="path", image_size=(8, 8), shuffle=False)
     assert images.class_names == ["fox"] and len(images.file_paths) == 3
+
+
+def test_both_sql_generators_take_verbose(tmp_path):
+    import sqlite3
+
+    db = tmp_path / "v.db"
+    with sqlite3.connect(db) as connection:
+        connection.execute("CREATE TABLE t (a REAL, b REAL, label TEXT)")
+        connection.executemany("INSERT INTO t VALUES (?, ?, ?)",
+                               [(i, i * 2, "x" if i % 2 else "y") for i in range(6)])
+    gen = kg.SQLGenerator(db, "SELECT * FROM t", ["a", "b"], verbose=0, batch_size=3)
+    assert gen.verbose == 0 and gen.num_samples == 6
