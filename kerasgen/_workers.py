@@ -46,7 +46,7 @@ from multiprocessing import reduction
 
 import numpy as np
 
-from kerasgen import _shm
+from kerasgen import _quiet, _shm
 
 ALIGN = 64
 IDLE_S = 5.0  # how long worker processes wait for the next epoch (WorkerPool.stop_later)
@@ -66,8 +66,8 @@ def context():
     server = forkserver._forkserver
     if getattr(server, "_forkserver_pid", None) is None:  # not started yet
         preload = list(getattr(server, "_preload_modules", ["__main__"]))
-        if "kerasgen.base" not in preload:
-            ctx.set_forkserver_preload(preload + ["kerasgen.base"])
+        if "kerasgen._preload" not in preload:  # kerasgen.base, quietly
+            ctx.set_forkserver_preload(preload + ["kerasgen._preload"])
     return ctx
 
 
@@ -448,7 +448,7 @@ def _serve(conn):
     fds = [reduction.recv_handle(conn) for _ in range(conn.recv())]
     generator, failed = None, None
     try:
-        with _shm.passing_fds(fds):
+        with _shm.passing_fds(fds), _quiet.tensorflow_quiet(default_level=None):
             generator = pickle.loads(payload)  # it works nothing ahead: see _feeding
     except Exception as error:  # noqa: BLE001 - any failure is every task's error
         failed = error

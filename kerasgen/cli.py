@@ -12,13 +12,12 @@ Imports happen inside each command: `--help`, `preview` and `inspect` never impo
 """
 
 import argparse
-import contextlib
 import os
 import re
 import sys
-import tempfile
 import warnings
-from collections.abc import Iterator
+
+from kerasgen._quiet import drop_tensorflow_lines, tensorflow_quiet  # noqa: F401
 
 
 def _preview(args):
@@ -380,7 +379,7 @@ def _add_bench(commands, defaults):
     bench.add_argument("--processes", action="store_true",
                        help="worker processes (use_multiprocessing=True)")
     bench.add_argument("--decode-threads", type=int, default=None,
-                       help="decode threads per process (default: the cores it may use)")
+                       help="decode threads per process (None: the cores it may use)")
     bench.add_argument("--cache", default="auto",
                        help="'auto' (the generators' default), 'none', 'memory' or a file path")
     bench.add_argument("--dtype", default="float32", choices=["float32", "float16", "uint8"],
@@ -418,67 +417,6 @@ def build_parser() -> argparse.ArgumentParser:
 # A line of TensorFlow's or absl's C++ log ("I0000 00:00:1796162897.157932    8903
 # port.cc:153] oneDNN custom operations are on..."), absl's note printed before its
 # logging starts, and the lines that continue a log line.
-_LOG_LINE = re.compile(r"[IWEF]\d{4} [\d:.]+\s+\d+ [^\s:]+:\d+\] ")
-_BEFORE_INIT = "WARNING: All log messages before absl::InitializeLog() is called"
-_CONTINUED = ("To enable the following instructions:",)
-
-
-def drop_tensorflow_lines(text: str, level: int) -> str:
-    """`text` without TensorFlow's (and absl's) C++ log lines of a severity under
-    `level`, as TF_CPP_MIN_LOG_LEVEL counts it: 1 drops INFO, 2 WARNING too, 3 ERROR too
-    (0 drops nothing); every other line is kept."""
-    kept, dropping = [], False
-    for line in text.splitlines(keepends=True):
-        if _LOG_LINE.match(line):
-            dropping = "IWEF".index(line[0]) < level
-        elif line.startswith(_BEFORE_INIT):
-            dropping = level >= 1
-        elif not (dropping and line.startswith(_CONTINUED)):
-            dropping = False
-        if not dropping:
-            kept.append(line)
-    return "".join(kept)
-
-
-def _log_level() -> int:
-    try:
-        return int(os.environ.get("TF_CPP_MIN_LOG_LEVEL", "0"))
-    except ValueError:
-        return 0
-
-
-@contextlib.contextmanager
-def tensorflow_quiet() -> Iterator[None]:
-    """Import Keras (and TensorFlow) in this block, and what TensorFlow and absl print
-    while they start ("oneDNN custom operations are on...", "All log messages before
-    absl::InitializeLog()...", "cpu_feature_guard...") stays out of the output.
-
-    Sets TF_CPP_MIN_LOG_LEVEL=3 unless it is set (a user's level is kept), which
-    silences TensorFlow's later C++ logs ("Memory patch applied..."); the lines printed
-    before TensorFlow reads that variable are caught on the stderr file descriptor and
-    dropped by the same level, every other line written meanwhile is passed on."""
-    if "tensorflow" not in sys.modules:
-        os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-    level = _log_level()
-    if level <= 0 or "keras" in sys.modules:
-        yield
-        return
-    sys.stderr.flush()
-    saved = os.dup(2)
-    with tempfile.TemporaryFile() as caught:
-        os.dup2(caught.fileno(), 2)
-        try:
-            yield
-        finally:
-            sys.stderr.flush()
-            os.dup2(saved, 2)
-            os.close(saved)
-            caught.seek(0)
-            rest = drop_tensorflow_lines(caught.read().decode(errors="replace"), level)
-            sys.stderr.write(rest)
-            sys.stderr.flush()
-
-
 def _message(error: BaseException, command: str) -> str:
     """kerasgen's one line for a failure: the error's message, with how to go on."""
     text = str(error) or type(error).__name__

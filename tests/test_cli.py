@@ -108,6 +108,16 @@ def test_bench_says_what_it_does_first_and_ends_with_advice(image_folder):
     assert len(lines) == 5
 
 
+def test_bench_with_worker_processes_is_as_quiet(image_folder):
+    """Each worker process imports TensorFlow when it rebuilds the generator: its
+    start-up lines are dropped there too (kerasgen._quiet)."""
+    result = run_as_installed("bench", image_folder, "--image-size", 8, "--batch-size", 4,
+                              "--epochs", 1, "--workers", 2, "--processes")
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert_quiet(result)
+    assert "measured in the worker processes" in result.stdout
+
+
 def test_bench_of_a_corrupt_folder_ends_in_one_message(bad_folder):
     result = run_as_installed("bench", bad_folder, "--image-size", 8, "--epochs", 1)
     assert result.returncode == 2

@@ -518,7 +518,7 @@ def test_every_module_is_public_on_purpose_or_internal_by_name():
 # order/sampler -> loader -> augment -> batch -> feeding -> Generator shows in the imports.
 LAYERS = [
     ("foundations", {"_checks", "_typing", "_seeding", "_atomic", "_progress", "_malloc",
-                     "_stats", "_shm", "_batching"}),
+                     "_stats", "_shm", "_batching", "_quiet"}),
     ("source", {"_images", "_listing", "_labels", "sources"}),
     ("order and sampler", {"_resample_arrays", "samplers", "_order", "_plan", "_strategy",
                            "_shuffle", "_resampler", "_random_samplers", "_smote",
@@ -529,7 +529,8 @@ LAYERS = [
     ("feeding", {"_ahead", "_workers", "_feeding", "_keras_compat"}),
     ("adapter", {"base", "_tfdata", "_grain"}),
     ("generators", {"generators", "sql", "tfrecord", "image_dataset"}),
-    ("around", {"callbacks", "inspection", "cli", "viz", "gpu", "rebalance", "__init__",
+    ("around", {"callbacks", "inspection", "cli", "viz", "gpu", "rebalance", "_preload",
+                "__init__",
                 "__main__"}),
 ]
 
