@@ -24,13 +24,16 @@ EXTRAS = {
     "progress": ["tqdm>=4.60"],
     "tfrecord": TENSORFLOW + ["google-crc32c>=1.5"],  # TFRecordGenerator checks CRC32Cs
     "grain": ["grain>=0.2"],  # image_dataset_from_directory(format="grain")
+    # decoder="nvimgcodec": the plain wheel decodes on the CPU too (CI); on a GPU add
+    # nvidia-nvjpeg-cu12 (or install nvidia-nvimgcodec-cu12[all])
+    "nvimgcodec": ["nvidia-nvimgcodec-cu12>=0.9; platform_system == 'Linux'"],
 }
 EXTRAS["demo"] = TENSORFLOW + ["scikit-learn>=1.3"]
 EXTRAS["test"] = sorted(set(
     EXTRAS["demo"] + EXTRAS["pandas"] + EXTRAS["augment"] + EXTRAS["viz"]
     + EXTRAS["progress"] + EXTRAS["gpu"] + EXTRAS["imbalance"] + EXTRAS["tfrecord"]
     # the peers the tests compare with, and tools the tests use
-    + EXTRAS["grain"]
+    + EXTRAS["grain"] + EXTRAS["nvimgcodec"]
     + ["imbalanced-learn>=0.12", "pytest>=7", "pytest-timeout>=2",
        "pillow>=9", "ruff>=0.5", "mypy>=1.8"]
     # Keras's own test file (shipped in its wheel) runs on absl; keras.io's examples run

@@ -33,6 +33,9 @@ LabelMode = Literal["int", "categorical", "binary", "multi_label", "raw", "mask"
 # kerasgen._batching.DTYPES, less None (None keeps the samples' own dtype)
 DType = Literal["float32", "float16", "uint8"]
 
+# kerasgen.loader.DECODERS: who decodes a batch's JPEGs
+Decoder = Literal["opencv", "nvimgcodec"]
+
 # What a bad image file does: an error naming it, or a stand-in of its class.
 OnError = Literal["raise", "skip"]
 

@@ -20,7 +20,7 @@ from kerasgen import _listing as listing
 from kerasgen import sources
 from kerasgen import _labels as labels_mod
 from kerasgen import loader as loader_mod
-from kerasgen._typing import (Arrays, Cache, ColorMode, FolderLabels,
+from kerasgen._typing import (Arrays, Cache, ColorMode, Decoder, FolderLabels,
                               ImageSize, Interpolation, LabelMode, OnError, StrPath, Subset)
 from kerasgen._image_source import ImageSource
 from kerasgen.base import Generator
@@ -292,6 +292,13 @@ class ImageFolderGenerator(_ImageFileGenerator):
             limit (OpenCV's own, 2**30 pixels, remains).
         decode_threads: threads decoding each batch (default: every core, shared by worker
             threads; cores // workers with worker processes).
+        decoder: "opencv" (default), or "nvimgcodec": each decode thread decodes its share
+            of a batch's JPEGs in one call to NVIDIA's nvImageCodec (pip install
+            "kerasgen3[nvimgcodec]"), on the GPU where CUDA is present, else on its CPU
+            backend; other formats, masks, "grayscale"/"rgba" and augmented batches
+            (decoded sample by sample) use OpenCV. Pixels are OpenCV's full-size decode,
+            resized as OpenCV's are (within resize error of the default, which decodes
+            large JPEGs at reduced size); the cache, `on_error` and samplers work alike.
         verbose: 0 hides progress bars (shown, with tqdm installed, for slow steps).
         **common: see `kg.Generator`.
     """
@@ -307,6 +314,7 @@ class ImageFolderGenerator(_ImageFileGenerator):
                  crop_to_aspect_ratio: bool = False, pad_to_aspect_ratio: bool = False,
                  rescale: float | None = None, cache: Cache = "auto",
                  on_error: OnError = "raise", decode_threads: int | None = None,
+                 decoder: Decoder = "opencv",
                  verbose: int = 1, mask_dir: StrPath | None = None, seed: int | None = None,
                  max_pixels: int | None = images.MAX_PIXELS, **common: Any) -> None:
         _check_common(self, common)  # before listing a folder that may not exist
@@ -362,7 +370,8 @@ class ImageFolderGenerator(_ImageFileGenerator):
             paths, class_ids, names, common, rescale=rescale, files_found=files_found,
             listing_s=time.perf_counter() - listing_started, image_size=image_size,
             color_mode=color_mode, interpolation=interpolation, cache=cache,
-            on_error=on_error, decode_threads=decode_threads, verbose=verbose,
+            on_error=on_error, decode_threads=decode_threads, decoder=decoder,
+            verbose=verbose,
             mask_paths=masks, aspect=aspect, max_pixels=max_pixels)
         super().__init__(source=source, label_mode=label_mode, seed=seed, **common)
 
@@ -489,7 +498,7 @@ class CSVGenerator(_ImageFileGenerator):
         mask_col: segmentation (with label_mode="mask"): the column of mask paths,
             resolved like `x_col`; see ImageFolderGenerator's `mask_dir`.
         image_size, color_mode, class_names, interpolation, rescale, cache, on_error,
-            decode_threads, verbose, max_pixels: as for ImageFolderGenerator.
+            decode_threads, decoder, verbose, max_pixels: as for ImageFolderGenerator.
         **common: see `kg.Generator`.
     """
 
@@ -501,7 +510,8 @@ class CSVGenerator(_ImageFileGenerator):
                  on_missing: Literal["raise", "skip"] = "raise", allow_outside: bool = False,
                  interpolation: Interpolation = "bilinear", rescale: float | None = None,
                  cache: Cache = "auto", on_error: OnError = "raise",
-                 decode_threads: int | None = None, verbose: int = 1,
+                 decode_threads: int | None = None, decoder: Decoder = "opencv",
+                 verbose: int = 1,
                  mask_col: str | None = None, validation_split: float | None = None,
                  subset: Subset | None = None,
                  seed: int | None = None, encoding: str = "utf-8",
@@ -539,7 +549,8 @@ class CSVGenerator(_ImageFileGenerator):
             describe=_ListedFile(paths, table),
             listing_s=time.perf_counter() - listing_started, image_size=image_size,
             color_mode=color_mode, interpolation=interpolation, cache=cache,
-            on_error=on_error, decode_threads=decode_threads, verbose=verbose,
+            on_error=on_error, decode_threads=decode_threads, decoder=decoder,
+            verbose=verbose,
             mask_paths=masks, skipped=skipped, max_pixels=max_pixels, root=root)
         super().__init__(source=source, label_mode=label_mode, num_classes=num_classes,
                          seed=seed, **common)

@@ -25,11 +25,13 @@ from kerasgen import _checks
 from kerasgen import _batching as batching
 from kerasgen import _images as images
 from kerasgen import _cache as cache_mod
+from kerasgen import _nvdecode
 from kerasgen import _stats as stats_mod
 from kerasgen._progress import progress
-from kerasgen._typing import Cache, ColorMode, ImageSize, Interpolation, OnError, StrPath
+from kerasgen._typing import Cache, ColorMode, Decoder, ImageSize, Interpolation, OnError, StrPath
 
 _T = TypeVar("_T")
+DECODERS = ("opencv", "nvimgcodec")
 # index -> (the samples that may stand in for it, in order; what they are called)
 Substitutes = Callable[[int], "tuple[np.ndarray, str]"]
 
@@ -57,6 +59,11 @@ class ImageLoader:
         verbose: 0 hides progress bars.
         read: `read(index) -> encoded bytes` for samples that are not files (records of
             a TFRecord file, say); None reads `file_paths[index]`.
+        decoder: "opencv" (default), or "nvimgcodec": the JPEGs of a batch decoded with
+            NVIDIA's nvImageCodec in one call per decode thread (on the GPU where CUDA is
+            present, else its CPU backend), then resized here as OpenCV's are; other
+            formats, a mask's image, "grayscale"/"rgba", and batches decoded one sample at
+            a time (with `augment`) use OpenCV (see `_nvdecode`).
         processes: None (no worker processes: this process decodes), or the number of
             worker processes that share the machine's cores (each decodes on its share
             of them) and a memory cache, then in shared memory, filled and read by all
@@ -74,8 +81,14 @@ class ImageLoader:
                  read: Callable[[int], bytes | np.ndarray] | None = None,
                  aspect: Literal["crop", "pad"] | None = None,
                  max_pixels: int | None = images.MAX_PIXELS, root: StrPath | None = None,
-                 processes: int | None = None) -> None:
+                 processes: int | None = None,
+                 decoder: Decoder = "opencv") -> None:
         self.file_paths = list(file_paths)
+        self.decoder = _checks.one_of("decoder", decoder, DECODERS)
+        self.nv = None if decoder == "opencv" else _nvdecode.NvDecoder()
+        if self.nv is not None and not _nvdecode.available():
+            raise ImportError(f"decoder='nvimgcodec' needs NVIDIA's nvImageCodec: "
+                              f"{_nvdecode.PIP}.")
         self.mask_paths = None if mask_paths is None else list(mask_paths)
         self.image_size = _checks.image_size(image_size)
         self.color_mode = images.check_color_mode(color_mode)
@@ -113,7 +126,7 @@ class ImageLoader:
                            decode_threads=self.decode_threads, mask_paths=self.mask_paths,
                            verbose=self.verbose, skipped=self.skipped, read=self.read,
                            aspect=self.aspect, max_pixels=self.max_pixels, root=self.root,
-                           processes=processes)
+                           processes=processes, decoder=self.decoder)
 
     @property
     def sample_shape(self) -> tuple[int, int, int]:
@@ -130,8 +143,11 @@ class ImageLoader:
             return cache_mod.MemoryCache(len(self.file_paths), self.sample_shape,
                                          capacity=cache_mod.auto_budget() // row)
         if isinstance(cache, (str, os.PathLike)):
+            how = images.resize_key(self.interpolation, self.aspect)
+            if self.decoder != "opencv":  # another decoder: other pixels, another cache
+                how = f"{how} {self.decoder}"
             key = cache_mod.cache_key(self.file_paths, self.sample_shape, self.color_mode,
-                                      images.resize_key(self.interpolation, self.aspect))
+                                      how)
             return cache_mod.FileCache(cache, len(self.file_paths), self.sample_shape, key)
         _checks.fail("cache", "'auto', None, 'memory' or a file path", cache, TypeError)
 
@@ -255,11 +271,48 @@ class ImageLoader:
 
     def _load_chunk(self, indices, out, masks, rescale, buffers, substitutes):
         pixels = buffers.empty(out.shape, np.uint8) if out.dtype != np.uint8 else out
+        done = set()
+        if self.nv is not None and masks is None and self.color_mode == "rgb":
+            done = self._decode_jpegs(indices, pixels)
         for k, index in enumerate(indices):  # a mask is the loaded image's (a stand-in's)
-            self.load_with_mask(int(index), pixels[k], None if masks is None else masks[k],
-                                substitutes)
+            if k not in done:
+                self.load_with_mask(int(index), pixels[k],
+                                    None if masks is None else masks[k], substitutes)
         if pixels is not out:
             batching.convert_into(out, pixels, rescale)
+
+    def _decode_jpegs(self, indices: np.ndarray, pixels: np.ndarray) -> set[int]:
+        """Decodes the JPEGs among `indices` not in the cache with nvImageCodec, in one
+        call, resized into `pixels` (and cached); returns the rows it filled. A file it
+        cannot read or decode is left to `load_with_mask`, which names it or skips it."""
+        rows, datas = [], []
+        for k, index in enumerate(indices):
+            index = int(index)
+            if self.cache is not None and self.cache.get(index) is not None:
+                continue
+            try:
+                data = (images.read_file(self.file_paths[index], self.root) if self.read is None
+                        else np.frombuffer(self.read(index), np.uint8))
+                size = images.jpeg_size(data)
+                if size is None:
+                    continue  # not a JPEG: OpenCV's
+                images.check_pixels(size, self.max_pixels, self.file_paths[index])
+            except (ValueError, FileNotFoundError):
+                continue
+            rows.append(k)
+            datas.append(data)
+        done: set[int] = set()
+        if not rows or self.nv is None:
+            return done
+        for k, image in zip(rows, self.nv.decode(datas)):
+            if image is None:
+                continue
+            images.resize(image, self.image_size, self.color_mode, self.interpolation,
+                          pixels[k], self.aspect)
+            if self.cache is not None:
+                self.cache.put(int(indices[k]), pixels[k])
+            done.add(k)
+        return done
 
     # ----------------------------------------------------------------- the pool
     def in_threads(self, n: int, work: Callable[[int, int], _T]) -> list[_T]:

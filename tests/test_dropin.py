@@ -523,7 +523,7 @@ LAYERS = [
     ("order and sampler", {"_resample_arrays", "samplers", "_order", "_plan", "_strategy",
                            "_shuffle", "_resampler", "_random_samplers", "_smote",
                            "_neighbors", "_sampler_adapters"}),
-    ("loader", {"_cache", "loader", "_image_source"}),
+    ("loader", {"_cache", "loader", "_image_source", "_nvdecode"}),
     ("augment", {"augment"}),
     ("batch", {"_making"}),
     ("feeding", {"_ahead", "_workers", "_feeding", "_keras_compat"}),

@@ -186,6 +186,9 @@ def test_string_options_are_exactly_the_values_the_code_accepts():
     hints = typing.get_type_hints(image_dataset.image_dataset_from_directory)
     assert values(hints["label_mode"]) == image_dataset.LABEL_MODES
     assert values(_typing.DatasetFormat) == image_dataset.FORMATS
+    from kerasgen import loader
+
+    assert values(_typing.Decoder) == loader.DECODERS
 
 
 def test_py_typed_is_in_the_package_and_in_setup_package_data():

@@ -1,0 +1,123 @@
+"""decoder="nvimgcodec": NVIDIA's nvImageCodec decodes a batch's JPEGs in one call. There
+is no GPU in CI: these run its CPU backend, the same calls (kerasgen._nvdecode)."""
+
+import os
+import subprocess
+import sys
+
+import keras
+import numpy as np
+import pytest
+
+import kerasgen as kg
+
+from .conftest import write_image
+
+pytest.importorskip("nvidia.nvimgcodec", reason="in the test extra: pip install -e .[test]")
+
+
+@pytest.fixture
+def photos(tmp_path):
+    """JPEGs (and one PNG) of 40x60, two classes."""
+    root = tmp_path / "photos"
+    for k in range(10):
+        ext = ".png" if k == 3 else ".jpg"
+        write_image(str(root / ("a" if k % 2 else "b") / f"{k}{ext}"), 40, 60, seed=k)
+    return root
+
+
+def batches(gen):
+    return [gen[i] for i in range(len(gen))]
+
+
+def test_pixels_are_opencvs_where_no_reduced_decode_applies(photos):
+    common = dict(image_size=(32, 48), batch_size=4, seed=3, cache=None)
+    nv = kg.ImageFolderGenerator(photos, decoder="nvimgcodec", **common)
+    cv = kg.ImageFolderGenerator(photos, **common)
+    for (xa, ya), (xb, yb) in zip(batches(nv), batches(cv)):
+        np.testing.assert_array_equal(xa, xb)  # the PNG through OpenCV, the JPEGs not
+        np.testing.assert_array_equal(ya, yb)
+    assert nv.loader.nv.device in ("cpu", "gpu")
+
+
+def test_within_resize_error_of_opencvs_reduced_decode(tmp_path):
+    import cv2
+
+    rows, cols = np.mgrid[0:120, 0:160]
+    for k in range(4):  # smooth photos, as photos are (noise would alias either way)
+        image = np.stack([rows * 2, cols * 1.5, (rows + cols + 40 * k) % 256], -1)
+        os.makedirs(tmp_path / "smooth" / "c", exist_ok=True)
+        cv2.imwrite(str(tmp_path / "smooth" / "c" / f"{k}.jpg"), image.astype(np.uint8))
+    common = dict(image_size=(24, 32), batch_size=4, cache=None, shuffle=False)
+    x_nv = kg.ImageFolderGenerator(tmp_path / "smooth", decoder="nvimgcodec", **common)[0][0]
+    x_cv = kg.ImageFolderGenerator(tmp_path / "smooth", **common)[0][0]  # at 1/4 size
+    assert 0 < np.abs(x_nv - x_cv).mean() < 3
+
+
+def test_batches_are_the_same_run_after_run_and_in_worker_processes(photos):
+    common = dict(image_size=(16, 24), batch_size=3, seed=5, decoder="nvimgcodec",
+                  augment=None, dtype="uint8", cache=None)
+    first = batches(kg.ImageFolderGenerator(photos, **common))
+    again = batches(kg.ImageFolderGenerator(photos, **common))
+    processes = batches(kg.ImageFolderGenerator(photos, workers=2, use_multiprocessing=True,
+                                                **common))
+    for (a, _), (b, _), (c, _) in zip(first, again, processes):
+        assert a.dtype == np.uint8
+        np.testing.assert_array_equal(a, b)
+        np.testing.assert_array_equal(a, c)
+
+
+def test_a_bad_jpeg_is_named_or_skipped_as_with_opencv(photos):
+    bad = photos / "a" / "1.jpg"
+    bad.write_bytes(b"\xff\xd8\xff\xe0 truncated")
+    gen = kg.ImageFolderGenerator(photos, image_size=(16, 24), decoder="nvimgcodec",
+                                  cache=None, batch_size=10)
+    with pytest.raises(ValueError, match=rf"Cannot decode image file {bad}"):
+        gen[0]
+    skipping = kg.ImageFolderGenerator(photos, image_size=(16, 24), decoder="nvimgcodec",
+                                       cache=None, batch_size=10, on_error="skip")
+    with pytest.warns(UserWarning, match="Skipping an undecodable image"):
+        skipping[0]
+    assert skipping.skipped == [str(bad)]
+
+
+def test_other_colour_modes_and_masks_use_opencv(photos):
+    common = dict(image_size=(16, 24), batch_size=10, cache=None, shuffle=False,
+                  color_mode="grayscale")
+    np.testing.assert_array_equal(
+        kg.ImageFolderGenerator(photos, decoder="nvimgcodec", **common)[0][0],
+        kg.ImageFolderGenerator(photos, **common)[0][0])
+
+
+def test_trains_through_fit_with_the_cache(photos, tmp_path):
+    gen = kg.ImageFolderGenerator(photos, image_size=(16, 24), batch_size=4, seed=1,
+                                  decoder="nvimgcodec", cache=tmp_path / "nv.cache")
+    model = keras.Sequential([keras.Input((16, 24, 3)), keras.layers.Rescaling(1 / 255),
+                              keras.layers.Flatten(), keras.layers.Dense(2)])
+    model.compile("sgd", keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    model.fit(gen, epochs=2, verbose=0)
+    # a cache file made by one decoder is not read by the other (its pixels may differ)
+    assert gen.loader.cache.key != kg.ImageFolderGenerator(
+        photos, image_size=(16, 24), cache=tmp_path / "cv.cache").loader.cache.key
+
+
+def test_the_librarys_search_for_gpu_libraries_prints_nothing(photos):
+    code = ("import kerasgen as kg\n"
+            f"gen = kg.ImageFolderGenerator({str(photos)!r}, image_size=(16, 24), "
+            "decoder='nvimgcodec', cache=None, verbose=0)\n"
+            "gen[0]\n"
+            "print(gen.loader.nv.device)\n")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            timeout=120, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
+    assert result.returncode == 0, result.stderr
+    assert "nvjpeg" not in result.stderr.lower() and "Failed to load" not in result.stderr
+
+
+def test_without_the_wheel_the_error_says_what_to_install(photos, monkeypatch):
+    from kerasgen import _nvdecode
+
+    monkeypatch.setattr(_nvdecode, "available", lambda: False)
+    with pytest.raises(ImportError, match=r'pip install "kerasgen3\[nvimgcodec\]"'):
+        kg.ImageFolderGenerator(photos, decoder="nvimgcodec")
+    with pytest.raises(ValueError, match="`decoder` must be one of"):
+        kg.ImageFolderGenerator(photos, decoder="pillow")
