@@ -36,11 +36,16 @@ def main():
                         help=f"the photo folder (default {DEFAULT_DATA})")
     parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--image-size", type=int, default=224)
+    parser.add_argument("--cache", default="auto",
+                        help="the generators' cache: 'auto' (default: later passes read "
+                             "decoded images from RAM, about 1 ms a batch) or 'none' "
+                             "(every pass decodes)")
     args = parser.parse_args()
     if not os.path.isdir(args.data):
         sys.exit(f"{args.data} not found: run `python -m benchmarks.images` first (it builds it)")
     common = dict(image_size=(args.image_size,) * 2, batch_size=32, shuffle=False,
-                  label_mode="int", rescale=1 / 255, verbose=0)
+                  label_mode="int", rescale=1 / 255, verbose=0,
+                  cache=None if args.cache == "none" else args.cache)
     generators = {"stats off": kg.ImageFolderGenerator(args.data, **common),
                   "stats on": kg.ImageFolderGenerator(args.data, stats=True, **common)}
     for gen in generators.values():  # warm the page cache and the thread pools

@@ -237,9 +237,9 @@ def in_probe():
     """Whether the caller runs inside one of Keras's looks at a batch that is not a
     training step: the PyDataset adapter's peek at the first batches for the tf.data
     signature (`get_tf_dataset`), or the JAX and torch trainers' draw that builds the
-    model (`_symbolic_build`)."""
+    model (`_symbolic_build`), a few frames above `gen[i]` (5 in Keras 3.15)."""
     frame = sys._getframe(2)
-    for _ in range(40):
+    for _ in range(12):
         if frame is None:
             return False
         code = frame.f_code
