@@ -13,13 +13,12 @@ on first use; the messages it prints while it looks for GPU libraries it may not
 from __future__ import annotations
 
 import importlib.util
-import os
-import sys
-import tempfile
 import threading
 from typing import Any
 
 import numpy as np
+
+from kerasgen import _quiet
 
 PIP = 'pip install "kerasgen3[nvimgcodec]" (or pip install nvidia-nvimgcodec-cu12)'
 
@@ -31,25 +30,6 @@ def _import() -> Any:
         raise ImportError(f"decoder='nvimgcodec' needs NVIDIA's nvImageCodec: {PIP}.") \
             from error
     return nvimgcodec
-
-
-class _Caught:
-    """Whatever the block writes to the stderr file descriptor, kept in `text`."""
-
-    def __enter__(self) -> _Caught:
-        sys.stderr.flush()
-        self._saved = os.dup(2)
-        self._file = tempfile.TemporaryFile()
-        os.dup2(self._file.fileno(), 2)
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        sys.stderr.flush()
-        os.dup2(self._saved, 2)
-        os.close(self._saved)
-        self._file.seek(0)
-        self.text = self._file.read().decode(errors="replace")
-        self._file.close()
 
 
 class NvDecoder:
@@ -64,9 +44,10 @@ class NvDecoder:
     def _decoder(self) -> Any:
         decoder = getattr(self._local, "decoder", None)
         if decoder is None:
-            with self._lock, _Caught() as caught:
+            caught: list[str] = []
+            with self._lock, _quiet.captured_stderr(caught):
                 decoder = self._make(_import())
-            self.messages += caught.text
+            self.messages += "".join(caught)
             self._local.decoder = decoder
         return decoder
 

@@ -63,6 +63,19 @@ def tensorflow_quiet(default_level: str | None = "3") -> Iterator[None]:
     if level <= 0 or "keras" in sys.modules:
         yield
         return
+    caught: list[str] = []
+    try:
+        with captured_stderr(caught):
+            yield
+    finally:
+        sys.stderr.write(drop_tensorflow_lines("".join(caught), level))
+        sys.stderr.flush()
+
+
+@contextlib.contextmanager
+def captured_stderr(into: list[str]) -> Iterator[None]:
+    """What the block writes to the stderr file descriptor (C and C++ libraries'
+    output included), appended to `into` as text instead of printed."""
     sys.stderr.flush()
     saved = os.dup(2)
     with tempfile.TemporaryFile() as caught:
@@ -74,6 +87,4 @@ def tensorflow_quiet(default_level: str | None = "3") -> Iterator[None]:
             os.dup2(saved, 2)
             os.close(saved)
             caught.seek(0)
-            rest = drop_tensorflow_lines(caught.read().decode(errors="replace"), level)
-            sys.stderr.write(rest)
-            sys.stderr.flush()
+            into.append(caught.read().decode(errors="replace"))

@@ -523,10 +523,7 @@ class Generator(PyDataset):
 
     def assemble(self, samples: Sequence[Any], indices: np.ndarray) -> Any:
         """Writes same-shaped samples into one preallocated batch."""
-        batch = batching.allocate(samples[0], len(samples), self._buffers)
-        for k, (sample, index) in enumerate(zip(samples, indices)):
-            batching.write(batch, k, sample, lambda i=int(index): self.describe_sample(i))
-        return batch
+        return sources_mod.assemble(samples, indices, self._buffers, self.describe_sample)
 
     def augment_sample(self, x: Any, position: int,
                        mask: np.ndarray | None = None) -> tuple[Any, Any]:

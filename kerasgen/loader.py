@@ -282,13 +282,18 @@ class ImageLoader:
             batching.convert_into(out, pixels, rescale)
 
     def _decode_jpegs(self, indices: np.ndarray, pixels: np.ndarray) -> set[int]:
-        """Decodes the JPEGs among `indices` not in the cache with nvImageCodec, in one
-        call, resized into `pixels` (and cached); returns the rows it filled. A file it
+        """Copies the cached samples among `indices` into `pixels`, and decodes the
+        JPEGs among the others with nvImageCodec, in one call, resized into `pixels`
+        (and cached); returns the rows it filled. A file it
         cannot read or decode is left to `load_with_mask`, which names it or skips it."""
         rows, datas = [], []
+        done: set[int] = set()
         for k, index in enumerate(indices):
             index = int(index)
-            if self.cache is not None and self.cache.get(index) is not None:
+            cached = None if self.cache is None else self.cache.get(index)
+            if cached is not None:  # read once, here
+                pixels[k] = cached
+                done.add(k)
                 continue
             try:
                 data = (images.read_file(self.file_paths[index], self.root) if self.read is None
@@ -301,7 +306,6 @@ class ImageLoader:
                 continue
             rows.append(k)
             datas.append(data)
-        done: set[int] = set()
         if not rows or self.nv is None:
             return done
         for k, image in zip(rows, self.nv.decode(datas)):

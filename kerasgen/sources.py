@@ -184,14 +184,20 @@ def load_each(request: BatchRequest, load: Callable[[int], Any],
         return finish(assemble(xs, request.indices)), y_batch
 
 
+def assemble(samples: Sequence[Any], indices: np.ndarray, buffers: batching.BufferPool,
+             describe: Callable[[int], str]) -> Any:
+    """Writes same-shaped samples into one batch from `buffers`; a sample of another
+    shape is an error naming it (`describe(index)`)."""
+    batch = batching.allocate(samples[0], len(samples), buffers)
+    for k, (sample, index) in enumerate(zip_(samples, indices)):
+        batching.write(batch, k, sample, lambda i=int(index): describe(i))
+    return batch
+
+
 def default_assemble(request: BatchRequest) -> Callable[[Sequence[Any], np.ndarray], Any]:
-    """Writes same-shaped samples into one batch from `request.buffers`."""
-    def assemble(samples: Sequence[Any], indices: np.ndarray) -> Any:
-        batch = batching.allocate(samples[0], len(samples), request.buffers)
-        for k, (sample, index) in enumerate(zip_(samples, indices)):
-            batching.write(batch, k, sample, lambda i=int(index): request.describe(i))
-        return batch
-    return assemble
+    """`assemble` into `request.buffers`, naming samples by `request.describe`."""
+    return lambda samples, indices: assemble(samples, indices, request.buffers,
+                                             request.describe)
 
 
 def features_of(source: Any) -> Any:
@@ -413,8 +419,12 @@ class ConcatSource:
 
     def locate(self, index: int) -> tuple[int, int]:
         """(part, index in that part) of sample `index`."""
-        part = int(np.searchsorted(self.starts, index, side="right")) - 1
+        part = int(self.parts_of(np.asarray([index]))[0])
         return part, int(index - self.starts[part])
+
+    def parts_of(self, indices: np.ndarray) -> np.ndarray:
+        """The part each of `indices` lies in, in one vectorised search."""
+        return np.searchsorted(self.starts, indices, side="right") - 1
 
     def describe(self, index: int) -> str:
         part, local = self.locate(index)
@@ -447,11 +457,10 @@ class ConcatSource:
         """Each part loads its rows (by its own `load_batch` where it has one), and the
         rows are put back in batch order. SMOTE partners from another part are loaded
         sample by sample."""
-        located = [self.locate(int(i)) for i in request.indices]
-        part_of = np.array([p for p, _ in located])
-        crossing = request.partners is not None and any(
-            int(j) >= 0 and self.locate(int(j))[0] != part_of[k]
-            for k, j in enumerate(request.partners))
+        part_of = self.parts_of(request.indices)
+        partners = request.partners
+        crossing = partners is not None and bool(np.any(
+            (partners >= 0) & (self.parts_of(partners) != part_of)))
         if crossing:
             return load_each(request, self.load)
         pieces = []
@@ -478,9 +487,8 @@ class _ConcatFeatures:
 
     def __getitem__(self, indices: Any) -> np.ndarray:
         indices = np.atleast_1d(np.asarray(indices))
-        located = [self.source.locate(int(i)) for i in indices]
-        parts = np.array([p for p, _ in located])
-        local = np.array([i for _, i in located])
+        parts = self.source.parts_of(indices)
+        local = indices - self.source.starts[parts]
         rows: np.ndarray | None = None
         for part in np.unique(parts):
             where = np.flatnonzero(parts == part)

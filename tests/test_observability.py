@@ -20,6 +20,14 @@ def cli(*args):
                           env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
 
 
+def tiny_model():
+    """A model of the fixture's 8x8 images and 3 classes, compiled."""
+    model = keras.Sequential([keras.Input((8, 8, 3)), keras.layers.Flatten(),
+                              keras.layers.Dense(3)])
+    model.compile("sgd", keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    return model
+
+
 def test_stats_time_each_stage(image_folder):
     gen = kg.ImageFolderGenerator(image_folder, image_size=(8, 8), batch_size=4, stats=True,
                                   augment=lambda x, rng: x[::-1])
@@ -37,9 +45,7 @@ def test_stats_time_each_stage(image_folder):
 def test_pipeline_stats_callback_logs_each_epoch(image_folder, tmp_path):
     gen = kg.ImageFolderGenerator(image_folder, image_size=(8, 8), batch_size=4, stats=True,
                                   label_mode="int")
-    model = keras.Sequential([keras.Input((8, 8, 3)), keras.layers.Flatten(),
-                              keras.layers.Dense(3)])
-    model.compile("sgd", keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    model = tiny_model()
     callback = kg.callbacks.PipelineStats()
     history = model.fit(gen, epochs=2, verbose=0, callbacks=[callback])
     for key in ("data/wait_s", "data/batches_per_s", "data/decode_s"):
@@ -95,9 +101,7 @@ def test_stats_after_fit_count_the_steps_fit_trained_on(image_folder):
     counts as a step; PipelineStats logs each epoch without resetting the record."""
     gen = kg.ImageFolderGenerator(image_folder, image_size=(8, 8), batch_size=4, stats=True,
                                   label_mode="int")
-    model = keras.Sequential([keras.Input((8, 8, 3)), keras.layers.Flatten(),
-                              keras.layers.Dense(3)])
-    model.compile("sgd", keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    model = tiny_model()
     callback = kg.callbacks.PipelineStats()
     history = model.fit(gen, epochs=2, verbose=0, callbacks=[callback])
     stats = gen.stats()
