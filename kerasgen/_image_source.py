@@ -152,16 +152,23 @@ class ImageSource:
         return batching.convert(out, request.dtype, request.rescale, request.buffers), masks
 
     def _load_augmented(self, request, substitutes):
-        """Decodes, augments and converts each sample in the pool's threads, straight into
-        the batch (sample 0 first, here, to learn the augmented shape)."""
+        """Decodes each thread's share of the batch (as `ImageLoader.load_rows` does),
+        then augments and converts each sample there, straight into the batch (sample 0
+        first, here, to learn the augmented shape)."""
         loader, indices, stage = self.loader, request.indices, request.stage
 
-        def one(k):
-            pixels = np.empty(loader.sample_shape, np.uint8)
+        def decoded(a, b):
+            pixels = np.empty((b - a,) + loader.sample_shape, np.uint8)
+            masks = (None if loader.mask_paths is None
+                     else np.empty(pixels.shape[:3], np.uint16))
             with stage("decode"):
-                mask = loader.load_with_mask(int(indices[k]), pixels, None, substitutes)[1]
+                loader.load_rows(indices[a:b], pixels, masks, substitutes)
+            return pixels, masks
+
+        def augmented(pixels, masks, k, row):
             with stage("augment"):
-                return request.augment(pixels, request.positions[k], mask)
+                return request.augment(pixels[row], request.positions[k],
+                                       None if masks is None else masks[row])
 
         def put(k, sample, batch, rescale):
             sample = np.asarray(sample)
@@ -169,20 +176,26 @@ class ImageSource:
                 batching.write(batch, k, sample, lambda: request.describe(int(indices[k])))
             batching.convert_into(batch[k], sample, rescale)
 
-        x0, m0 = one(0)
+        x0, m0 = augmented(*decoded(0, 1), 0, 0)
         x0 = np.asarray(x0)
         out = np.empty((len(indices),) + x0.shape, request.dtype or x0.dtype)
         masks = None if m0 is None else np.empty((len(indices),) + np.shape(m0), np.int32)
 
         def chunk(a, b):
+            pixels, raw_masks = decoded(a, b)
             for k in range(a, b):
-                x, m = (x0, m0) if k == 0 else one(k)
+                x, m = augmented(pixels, raw_masks, k, k - a)
                 with stage("assemble"):
                     put(k, x, out, request.rescale)
                     if masks is not None:
                         put(k, m, masks, None)
 
-        loader.in_threads(len(indices), chunk)
+        with stage("assemble"):
+            put(0, x0, out, request.rescale)
+            if masks is not None:
+                put(0, m0, masks, None)
+        if len(indices) > 1:
+            loader.in_threads(len(indices) - 1, lambda a, b: chunk(a + 1, b + 1))
         return out, masks
 
 

@@ -295,10 +295,11 @@ class ImageFolderGenerator(_ImageFileGenerator):
         decoder: "opencv" (default), or "nvimgcodec": each decode thread decodes its share
             of a batch's JPEGs in one call to NVIDIA's nvImageCodec (pip install
             "kerasgen3[nvimgcodec]"), on the GPU where CUDA is present, else on its CPU
-            backend; other formats, masks, "grayscale"/"rgba" and augmented batches
-            (decoded sample by sample) use OpenCV. Pixels are OpenCV's full-size decode,
+            backend; other formats and "grayscale"/"rgba" use OpenCV, as do masks (their
+            images are decoded by nvImageCodec). Pixels are OpenCV's full-size decode,
             resized as OpenCV's are (within resize error of the default, which decodes
-            large JPEGs at reduced size); the cache, `on_error` and samplers work alike.
+            large JPEGs at reduced size); `augment` runs after, on the CPU, in the decode
+            threads; the cache, `on_error` and samplers work alike.
         verbose: 0 hides progress bars (shown, with tqdm installed, for slow steps).
         **common: see `kg.Generator`.
     """

@@ -62,8 +62,7 @@ class ImageLoader:
         decoder: "opencv" (default), or "nvimgcodec": the JPEGs of a batch decoded with
             NVIDIA's nvImageCodec in one call per decode thread (on the GPU where CUDA is
             present, else its CPU backend), then resized here as OpenCV's are; other
-            formats, a mask's image, "grayscale"/"rgba", and batches decoded one sample at
-            a time (with `augment`) use OpenCV (see `_nvdecode`).
+            formats, masks and "grayscale"/"rgba" use OpenCV (see `_nvdecode`).
         processes: None (no worker processes: this process decodes), or the number of
             worker processes that share the machine's cores (each decodes on its share
             of them) and a memory cache, then in shared memory, filled and read by all
@@ -182,7 +181,12 @@ class ImageLoader:
         array; None without masks): (index loaded, mask). A mask that cannot be read is
         a bad sample, as a bad image: an error, or with on_error="skip" a stand-in whose
         image and mask are both good."""
-        loaded = self.load_into(index, out, substitutes)
+        return self._with_mask(index, self.load_into(index, out, substitutes), out,
+                               mask_out, substitutes)
+
+    def _with_mask(self, index, loaded, out, mask_out, substitutes):
+        """(loaded, its mask) once sample `index`'s image `loaded` is in `out` (see
+        `load_with_mask`)."""
         if self.mask_paths is None:
             return loaded, None
         try:
@@ -271,15 +275,24 @@ class ImageLoader:
 
     def _load_chunk(self, indices, out, masks, rescale, buffers, substitutes):
         pixels = buffers.empty(out.shape, np.uint8) if out.dtype != np.uint8 else out
-        done = set()
-        if self.nv is not None and masks is None and self.color_mode == "rgb":
-            done = self._decode_jpegs(indices, pixels)
-        for k, index in enumerate(indices):  # a mask is the loaded image's (a stand-in's)
-            if k not in done:
-                self.load_with_mask(int(index), pixels[k],
-                                    None if masks is None else masks[k], substitutes)
+        self.load_rows(indices, pixels, masks, substitutes)
         if pixels is not out:
             batching.convert_into(out, pixels, rescale)
+
+    def load_rows(self, indices: np.ndarray, pixels: np.ndarray, masks: np.ndarray | None,
+                  substitutes: Substitutes | None = None) -> None:
+        """Loads samples `indices` into the uint8 rows of `pixels` (and their masks into
+        `masks`, where the loader has masks), in this thread: with decoder="nvimgcodec"
+        the JPEGs among them in one call (RGB), the rest one by one."""
+        done: set[int] = set()
+        if self.nv is not None and self.color_mode == "rgb":
+            done = self._decode_jpegs(indices, pixels)
+        for k, index in enumerate(indices):  # a mask is the loaded image's (a stand-in's)
+            mask_out = None if masks is None else masks[k]
+            if k in done:
+                self._with_mask(int(index), int(index), pixels[k], mask_out, substitutes)
+            else:
+                self.load_with_mask(int(index), pixels[k], mask_out, substitutes)
 
     def _decode_jpegs(self, indices: np.ndarray, pixels: np.ndarray) -> set[int]:
         """Copies the cached samples among `indices` into `pixels`, and decodes the

@@ -22,7 +22,7 @@ from kerasgen.base import Generator
 from kerasgen.loader import ImageLoader
 from kerasgen.sources import ArraySource
 from kerasgen._progress import progress
-from kerasgen._typing import (ColorMode, ImageSize, Interpolation, LabelMode,
+from kerasgen._typing import (ColorMode, Decoder, ImageSize, Interpolation, LabelMode,
                               StrPath)
 
 KINDS = ("image", "label", "float", "int")
@@ -141,6 +141,9 @@ class TFRecordGenerator(Generator):
             `features=` holding an array is SMOTE's feature space, as on every
             generator.)
         image_size, color_mode, interpolation, rescale: for "image" features.
+        decoder: "opencv" (default) or "nvimgcodec", for "image" features: as for
+            ImageFolderGenerator (JPEG records decoded by nvImageCodec, the GPU's where
+            CUDA is present).
         label_mode: "int" (default, as Keras) when there is a "label" feature, else None.
         **common: see kg.Generator.
     """
@@ -151,6 +154,7 @@ class TFRecordGenerator(Generator):
                  feature_spec: Mapping[str, FeatureKind] | None = None, *,
                  image_size: ImageSize = (256, 256), color_mode: ColorMode = "rgb",
                  interpolation: Interpolation = "bilinear", rescale: float | None = None,
+                 decoder: Decoder = "opencv",
                  label_mode: LabelMode | Literal["auto"] | None = "auto",
                  class_names: Sequence[str] | None = None, verbose: int = 1,
                  **common: Any) -> None:
@@ -171,7 +175,7 @@ class TFRecordGenerator(Generator):
         if label_mode == "auto":
             label_mode = "int" if self.records.label_key is not None else None
         super().__init__(source=self.records.source(image_size, color_mode, interpolation,
-                                                    rescale, class_names, verbose),
+                                                    rescale, class_names, verbose, decoder),
                          label_mode=label_mode, **common)
 
     # what users read, kept on the generator (the records and the source hold them)
@@ -260,7 +264,7 @@ class Records:
     def source(self, image_size: ImageSize, color_mode: ColorMode,
                interpolation: Interpolation, rescale: float | None,
                class_names: Sequence[str] | None, verbose: int,
-               ) -> ImageSource | ArraySource:
+               decoder: Decoder = "opencv") -> ImageSource | ArraySource:
         """The records as a source: of "image" features, decoded by an ImageLoader, or of
         numeric ones, in memory."""
         if self.image_key is None:  # the image options apply to "image" features only
@@ -268,7 +272,7 @@ class Records:
                                describe=self.describe)
         loader = ImageLoader([self.describe(i) for i in range(len(self.index))],
                              image_size, color_mode, interpolation, verbose=verbose,
-                             read=self.image_bytes)
+                             read=self.image_bytes, decoder=decoder)
         return _RecordImages(loader, self.labels, class_names=class_names,
                              rescale=check_rescale(rescale), describe=self.describe)
 

@@ -30,6 +30,13 @@ def batches(gen):
     return [gen[i] for i in range(len(gen))]
 
 
+def counted(gen):
+    """The sizes of the calls `gen` makes to nvImageCodec, as a list filled as it goes."""
+    calls, decode = [], gen.loader.nv.decode
+    gen.loader.nv.decode = lambda datas: calls.append(len(datas)) or decode(datas)
+    return calls
+
+
 def test_pixels_are_opencvs_where_no_reduced_decode_applies(photos):
     common = dict(image_size=(32, 48), batch_size=4, seed=3, cache=None)
     nv = kg.ImageFolderGenerator(photos, decoder="nvimgcodec", **common)
@@ -81,12 +88,76 @@ def test_a_bad_jpeg_is_named_or_skipped_as_with_opencv(photos):
     assert skipping.skipped == [str(bad)]
 
 
-def test_other_colour_modes_and_masks_use_opencv(photos):
+def test_other_colour_modes_use_opencv(photos):
     common = dict(image_size=(16, 24), batch_size=10, cache=None, shuffle=False,
                   color_mode="grayscale")
     np.testing.assert_array_equal(
         kg.ImageFolderGenerator(photos, decoder="nvimgcodec", **common)[0][0],
         kg.ImageFolderGenerator(photos, **common)[0][0])
+
+
+def test_augmented_batches_decode_with_it_and_augment_on_the_cpu_as_opencvs(photos):
+    import albumentations as A
+
+    transform = A.Compose([A.HorizontalFlip(p=0.5),
+                           A.RandomResizedCrop(size=(20, 20), scale=(0.5, 1.0))])
+    common = dict(image_size=(32, 48), batch_size=4, seed=7, cache=None, augment=transform,
+                  dtype="float32", rescale=1 / 255, decode_threads=2)
+    nv = kg.ImageFolderGenerator(photos, decoder="nvimgcodec", **common)
+    calls = counted(nv)
+    cv = kg.ImageFolderGenerator(photos, **common)
+    for (xa, ya), (xb, yb) in zip(batches(nv), batches(cv)):
+        assert xa.shape[1:] == (20, 20, 3) and xa.dtype == np.float32
+        np.testing.assert_array_equal(xa, xb)
+        np.testing.assert_array_equal(ya, yb)
+    assert sum(calls) == 9 and max(calls) > 1  # the 9 JPEGs, a thread's share per call
+
+
+@pytest.fixture
+def segmentation(tmp_path):
+    """6 JPEG images 40x60 with PNG masks of classes 0-2."""
+    for k in range(6):
+        write_image(str(tmp_path / "images" / f"s{k}.jpg"), 40, 60, seed=k)
+        mask = np.random.default_rng(k).integers(0, 3, (40, 60)).astype(np.uint8)
+        os.makedirs(tmp_path / "masks", exist_ok=True)
+        import cv2
+
+        cv2.imwrite(str(tmp_path / "masks" / f"s{k}.png"), mask)
+    return tmp_path
+
+
+def test_masks_are_loaded_beside_its_images_as_with_opencv(segmentation):
+    import albumentations as A
+
+    for augment in (None, A.Compose([A.HorizontalFlip(p=0.5)])):
+        common = dict(mask_dir=segmentation / "masks", label_mode="mask",
+                      image_size=(32, 48), batch_size=3, seed=2, cache=None,
+                      augment=augment, num_classes=3)
+        nv = kg.ImageFolderGenerator(segmentation / "images", decoder="nvimgcodec",
+                                     **common)
+        calls = counted(nv)
+        cv = kg.ImageFolderGenerator(segmentation / "images", **common)
+        for (xa, ma), (xb, mb) in zip(batches(nv), batches(cv)):
+            np.testing.assert_array_equal(xa, xb)
+            np.testing.assert_array_equal(ma, mb)
+        assert sum(calls) == 6
+
+
+def test_a_bad_mask_is_named_or_skipped_with_its_image(segmentation):
+    bad = segmentation / "masks" / "s4.png"
+    bad.write_bytes(b"not a png")
+    common = dict(mask_dir=segmentation / "masks", label_mode="mask", image_size=(16, 24),
+                  batch_size=6, shuffle=False, seed=0, cache=None, decoder="nvimgcodec")
+    with pytest.raises(ValueError, match=rf"mask file {bad}"):
+        kg.ImageFolderGenerator(segmentation / "images", **common)[0]
+    skipping = kg.ImageFolderGenerator(segmentation / "images", on_error="skip", **common)
+    with pytest.warns(UserWarning, match="Skipping an undecodable image"):
+        x, masks = skipping[0]
+    assert skipping.skipped == [str(segmentation / "images" / "s4.jpg")]
+    plain = kg.ImageFolderGenerator(segmentation / "images", on_error="skip",
+                                    **{**common, "decoder": "opencv"})
+    with pytest.warns(UserWarning):
+        np.testing.assert_array_equal(masks, plain[0][1])  # the same stand-in
 
 
 def test_trains_through_fit_with_the_cache(photos, tmp_path):
@@ -121,3 +192,26 @@ def test_without_the_wheel_the_error_says_what_to_install(photos, monkeypatch):
         kg.ImageFolderGenerator(photos, decoder="nvimgcodec")
     with pytest.raises(ValueError, match="`decoder` must be one of"):
         kg.ImageFolderGenerator(photos, decoder="pillow")
+
+
+def test_tfrecord_jpeg_records_decode_with_it(tmp_path):
+    tf = pytest.importorskip("tensorflow")
+    import cv2
+
+    path = str(tmp_path / "photos.tfrecord")
+    with tf.io.TFRecordWriter(path) as writer:
+        for k in range(5):
+            image = np.random.default_rng(k).integers(0, 256, (30, 40, 3), np.uint8)
+            data = cv2.imencode(".png" if k == 2 else ".jpg", image)[1].tobytes()
+            feature = {"image": tf.train.Feature(bytes_list=tf.train.BytesList(value=[data])),
+                       "label": tf.train.Feature(int64_list=tf.train.Int64List(value=[k % 2]))}
+            writer.write(tf.train.Example(features=tf.train.Features(
+                feature=feature)).SerializeToString())
+    common = dict(feature_spec={"image": "image", "label": "label"}, image_size=(20, 24),
+                  batch_size=5, shuffle=False, verbose=0)
+    nv = kg.TFRecordGenerator(path, decoder="nvimgcodec", **common)
+    calls = counted(nv)
+    (xa, ya), (xb, yb) = nv[0], kg.TFRecordGenerator(path, **common)[0]
+    np.testing.assert_array_equal(xa, xb)
+    np.testing.assert_array_equal(ya, yb)
+    assert sum(calls) == 4  # the JPEG records; the PNG through OpenCV
