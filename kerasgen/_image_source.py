@@ -157,18 +157,15 @@ class ImageSource:
         first, here, to learn the augmented shape)."""
         loader, indices, stage = self.loader, request.indices, request.stage
 
-        def decoded(a, b):
+        def decoded(a, b):  # the masks in their files' own dtype, as augment gets them
             pixels = np.empty((b - a,) + loader.sample_shape, np.uint8)
-            masks = (None if loader.mask_paths is None
-                     else np.empty(pixels.shape[:3], np.uint16))
             with stage("decode"):
-                loader.load_rows(indices[a:b], pixels, masks, substitutes)
+                masks = loader.load_rows(indices[a:b], pixels, None, substitutes)
             return pixels, masks
 
         def augmented(pixels, masks, k, row):
             with stage("augment"):
-                return request.augment(pixels[row], request.positions[k],
-                                       None if masks is None else masks[row])
+                return request.augment(pixels[row], request.positions[k], masks[row])
 
         def put(k, sample, batch, rescale):
             sample = np.asarray(sample)

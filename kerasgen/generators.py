@@ -299,7 +299,8 @@ class ImageFolderGenerator(_ImageFileGenerator):
             images are decoded by nvImageCodec). Pixels are OpenCV's full-size decode,
             resized as OpenCV's are (within resize error of the default, which decodes
             large JPEGs at reduced size); `augment` runs after, on the CPU, in the decode
-            threads; the cache, `on_error` and samplers work alike.
+            threads (the batch's first sample in the calling thread); the cache,
+            `on_error` and samplers work alike.
         verbose: 0 hides progress bars (shown, with tqdm installed, for slow steps).
         **common: see `kg.Generator`.
     """

@@ -279,20 +279,27 @@ class ImageLoader:
         if pixels is not out:
             batching.convert_into(out, pixels, rescale)
 
-    def load_rows(self, indices: np.ndarray, pixels: np.ndarray, masks: np.ndarray | None,
-                  substitutes: Substitutes | None = None) -> None:
-        """Loads samples `indices` into the uint8 rows of `pixels` (and their masks into
-        `masks`, where the loader has masks), in this thread: with decoder="nvimgcodec"
-        the JPEGs among them in one call (RGB), the rest one by one."""
+    def load_rows(self, indices: np.ndarray, pixels: np.ndarray,
+                  masks: np.ndarray | None = None, substitutes: Substitutes | None = None,
+                  ) -> list[np.ndarray | None]:
+        """Loads samples `indices` into the uint8 rows of `pixels`, in this thread: with
+        decoder="nvimgcodec" the JPEGs among them in one call (RGB), the rest one by one.
+        Returns the mask of each image loaded (a stand-in's for a skipped sample): the
+        rows of `masks` when given, else new arrays of the mask files' own dtype; None
+        each without masks."""
         done: set[int] = set()
         if self.nv is not None and self.color_mode == "rgb":
             done = self._decode_jpegs(indices, pixels)
+        loaded: list[np.ndarray | None] = []
         for k, index in enumerate(indices):  # a mask is the loaded image's (a stand-in's)
             mask_out = None if masks is None else masks[k]
             if k in done:
-                self._with_mask(int(index), int(index), pixels[k], mask_out, substitutes)
+                mask = self._with_mask(int(index), int(index), pixels[k], mask_out,
+                                       substitutes)[1]
             else:
-                self.load_with_mask(int(index), pixels[k], mask_out, substitutes)
+                mask = self.load_with_mask(int(index), pixels[k], mask_out, substitutes)[1]
+            loaded.append(mask)
+        return loaded
 
     def _decode_jpegs(self, indices: np.ndarray, pixels: np.ndarray) -> set[int]:
         """Copies the cached samples among `indices` into `pixels`, and decodes the

@@ -19,7 +19,7 @@ except ImportError:  # named with the pip command in TFRecordGenerator(...)
 from kerasgen import _checks
 from kerasgen._image_source import ImageSource, check_rescale
 from kerasgen.base import Generator
-from kerasgen.loader import ImageLoader
+from kerasgen.loader import DECODERS, ImageLoader
 from kerasgen.sources import ArraySource
 from kerasgen._progress import progress
 from kerasgen._typing import (ColorMode, Decoder, ImageSize, Interpolation, LabelMode,
@@ -171,6 +171,7 @@ class TFRecordGenerator(Generator):
                           "`features=` is SMOTE's feature space, as on every generator.",
                           DeprecationWarning, stacklevel=2)
             feature_spec = common.pop("features")
+        _checks.one_of("decoder", decoder, DECODERS)  # numeric records never use it
         self.records = Records(files, feature_spec, verbose)
         if label_mode == "auto":
             label_mode = "int" if self.records.label_key is not None else None

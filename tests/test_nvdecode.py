@@ -143,21 +143,58 @@ def test_masks_are_loaded_beside_its_images_as_with_opencv(segmentation):
         assert sum(calls) == 6
 
 
-def test_a_bad_mask_is_named_or_skipped_with_its_image(segmentation):
+def flip_some(image, rng, mask=None):
+    """A callable augment that flips half the samples, image and mask together, and notes
+    the mask's dtype."""
+    flip_some.dtypes.add(mask.dtype)
+    if rng.random() < 0.5:
+        return image[:, ::-1], mask[:, ::-1]
+    return image, mask
+
+
+@pytest.mark.parametrize("augment", [None, flip_some], ids=["plain", "augmented"])
+def test_a_bad_mask_is_named_or_skipped_with_its_image(segmentation, augment):
+    flip_some.dtypes = set()
     bad = segmentation / "masks" / "s4.png"
     bad.write_bytes(b"not a png")
     common = dict(mask_dir=segmentation / "masks", label_mode="mask", image_size=(16, 24),
-                  batch_size=6, shuffle=False, seed=0, cache=None, decoder="nvimgcodec")
+                  batch_size=6, shuffle=False, seed=0, cache=None, augment=augment,
+                  dtype="uint8")
     with pytest.raises(ValueError, match=rf"mask file {bad}"):
-        kg.ImageFolderGenerator(segmentation / "images", **common)[0]
-    skipping = kg.ImageFolderGenerator(segmentation / "images", on_error="skip", **common)
+        kg.ImageFolderGenerator(segmentation / "images", decoder="nvimgcodec", **common)[0]
+    skipping = kg.ImageFolderGenerator(segmentation / "images", on_error="skip",
+                                       decoder="nvimgcodec", **common)
+    calls = counted(skipping)
     with pytest.warns(UserWarning, match="Skipping an undecodable image"):
         x, masks = skipping[0]
     assert skipping.skipped == [str(segmentation / "images" / "s4.jpg")]
-    plain = kg.ImageFolderGenerator(segmentation / "images", on_error="skip",
-                                    **{**common, "decoder": "opencv"})
+    assert sum(calls) >= 5  # the images, through nvImageCodec
+    plain = kg.ImageFolderGenerator(segmentation / "images", on_error="skip", **common)
     with pytest.warns(UserWarning):
-        np.testing.assert_array_equal(masks, plain[0][1])  # the same stand-in
+        px, pm = plain[0]
+    np.testing.assert_array_equal(x, px)  # the same stand-in, image and mask
+    np.testing.assert_array_equal(masks, pm)
+    if augment is None:  # row 4 holds one other sample's image and that sample's mask
+        twin = [j for j in range(6) if j != 4 and (x[j] == x[4]).all()]
+        assert len(twin) == 1 and (masks[twin[0]] == masks[4]).all()
+    else:
+        assert flip_some.dtypes == {np.dtype(np.uint8)}  # the 8-bit PNGs' own dtype
+
+
+def test_a_cached_image_keeps_its_own_mask(segmentation):
+    common = dict(mask_dir=segmentation / "masks", label_mode="mask", image_size=(16, 24),
+                  batch_size=3, shuffle=False, cache="memory")
+    nv = kg.ImageFolderGenerator(segmentation / "images", decoder="nvimgcodec", **common)
+    first = batches(nv)
+    calls = counted(nv)
+    again = batches(nv)  # from the cache: no decode
+    assert calls == []
+    fresh = batches(kg.ImageFolderGenerator(segmentation / "images", **common))
+    for (xa, ma), (xb, mb), (xc, mc) in zip(first, again, fresh):
+        np.testing.assert_array_equal(xa, xb)
+        np.testing.assert_array_equal(ma, mb)
+        np.testing.assert_array_equal(xa, xc)
+        np.testing.assert_array_equal(ma, mc)
 
 
 def test_trains_through_fit_with_the_cache(photos, tmp_path):
@@ -215,3 +252,5 @@ def test_tfrecord_jpeg_records_decode_with_it(tmp_path):
     np.testing.assert_array_equal(xa, xb)
     np.testing.assert_array_equal(ya, yb)
     assert sum(calls) == 4  # the JPEG records; the PNG through OpenCV
+    with pytest.raises(ValueError, match="`decoder` must be one of"):  # checked up front
+        kg.TFRecordGenerator(path, {"label": "int"}, decoder="pillow", verbose=0)
