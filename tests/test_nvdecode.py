@@ -113,6 +113,29 @@ def test_augmented_batches_decode_with_it_and_augment_on_the_cpu_as_opencvs(phot
     assert sum(calls) == 9 and max(calls) > 1  # the 9 JPEGs, a thread's share per call
 
 
+@pytest.mark.parametrize("sampler", ["smote", "balanced"])
+def test_samplers_give_the_batches_they_give_with_opencv(photos, sampler):
+    for k in (0, 2):  # class b: 3 images against a's 5 (one of a's a PNG)
+        (photos / "b" / f"{k}.jpg").unlink()
+    make = {"smote": lambda: kg.samplers.SMOTE(k_neighbors=2),
+            "balanced": lambda: kg.samplers.BalancedBatchSampler()}[sampler]
+    common = dict(image_size=(32, 48), batch_size=4, seed=11, cache=None,
+                  augment=(lambda image, rng: image[:, ::-1] if rng.random() < 0.5 else image)
+                  if sampler == "smote" else None)
+    nv = kg.ImageFolderGenerator(photos, decoder="nvimgcodec", sampler=make(), **common)
+    calls = counted(nv)
+    cv = kg.ImageFolderGenerator(photos, sampler=make(), **common)
+    for epoch in range(2):
+        for (xa, ya), (xb, yb) in zip(batches(nv), batches(cv)):
+            np.testing.assert_array_equal(xa, xb)  # SMOTE: blended from the same pixels
+            np.testing.assert_array_equal(ya, yb)
+        nv.on_epoch_end()
+        cv.on_epoch_end()
+    assert sum(calls) > 0
+    # 8 files: SMOTE adds 2 synthetic; balanced batches of 2 + 2 cover a's 5 in 3 batches
+    assert len(nv.epoch_plan()) == {"smote": 10, "balanced": 12}[sampler]
+
+
 @pytest.fixture
 def segmentation(tmp_path):
     """6 JPEG images 40x60 with PNG masks of classes 0-2."""
