@@ -14,9 +14,8 @@ With --augment both decoders feed the same augmentation, run on the CPU in the d
 threads after the decode (as benchmarks/augment.py's kerasgen row).
 """
 
-import os
-
 import argparse
+import os
 import statistics
 import time
 

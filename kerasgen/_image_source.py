@@ -178,19 +178,18 @@ class ImageSource:
         out = np.empty((len(indices),) + x0.shape, request.dtype or x0.dtype)
         masks = None if m0 is None else np.empty((len(indices),) + np.shape(m0), np.int32)
 
+        def write(k, x, m):
+            with stage("assemble"):
+                put(k, x, out, request.rescale)
+                if masks is not None:
+                    put(k, m, masks, None)
+
         def chunk(a, b):
             pixels, raw_masks = decoded(a, b)
             for k in range(a, b):
-                x, m = augmented(pixels, raw_masks, k, k - a)
-                with stage("assemble"):
-                    put(k, x, out, request.rescale)
-                    if masks is not None:
-                        put(k, m, masks, None)
+                write(k, *augmented(pixels, raw_masks, k, k - a))
 
-        with stage("assemble"):
-            put(0, x0, out, request.rescale)
-            if masks is not None:
-                put(0, m0, masks, None)
+        write(0, x0, m0)
         if len(indices) > 1:
             loader.in_threads(len(indices) - 1, lambda a, b: chunk(a + 1, b + 1))
         return out, masks

@@ -290,16 +290,14 @@ class ImageLoader:
         done: set[int] = set()
         if self.nv is not None and self.color_mode == "rgb":
             done = self._decode_jpegs(indices, pixels)
-        loaded: list[np.ndarray | None] = []
+        found: list[np.ndarray | None] = []
         for k, index in enumerate(indices):  # a mask is the loaded image's (a stand-in's)
-            mask_out = None if masks is None else masks[k]
-            if k in done:
-                mask = self._with_mask(int(index), int(index), pixels[k], mask_out,
-                                       substitutes)[1]
-            else:
-                mask = self.load_with_mask(int(index), pixels[k], mask_out, substitutes)[1]
-            loaded.append(mask)
-        return loaded
+            index = int(index)
+            loaded = index if k in done else self.load_into(index, pixels[k], substitutes)
+            found.append(self._with_mask(index, loaded, pixels[k],
+                                         None if masks is None else masks[k],
+                                         substitutes)[1])
+        return found
 
     def _decode_jpegs(self, indices: np.ndarray, pixels: np.ndarray) -> set[int]:
         """Copies the cached samples among `indices` into `pixels`, and decodes the
