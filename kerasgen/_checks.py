@@ -7,6 +7,8 @@ docs/architecture.md places this module among the foundations.)
 """
 
 import numbers
+import os
+import stat
 from typing import NoReturn
 
 import numpy as np
@@ -20,6 +22,38 @@ def fail(name: str, requirement: str, value: object, exc: type[Exception] = Valu
     if hint:
         message += f". {hint}"
     raise exc(message)
+
+
+def output_file(name, path, formats):
+    """(path, format) for a file to be written at exactly `path`: a path that names a
+    folder, a special file (a FIFO would block, a device would take the bytes) or a
+    missing folder is refused, and so is a name whose extension is not one of `formats`
+    (no extension is appended: the file is written where named or not at all)."""
+    if not isinstance(path, (str, os.PathLike)):
+        fail(name, "a file path", path, TypeError)
+    path = os.fspath(path)
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        mode = None
+    except OSError as error:
+        fail(name, "a path that can be written", path, hint=str(error))
+    if mode is not None and stat.S_ISDIR(mode):
+        fail(name, "a file name, not a folder", path,
+             hint=f"Name the file, e.g. {os.path.join(path, 'preview.png')!r}")
+    if mode is not None and not stat.S_ISREG(mode):
+        fail(name, "a regular file or a new name", path,
+             hint="It exists and is not a regular file (a FIFO, socket or device)")
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        fail(name, "a path in an existing folder", path, FileNotFoundError,
+             hint=f"No such folder: {folder!r}")
+    extension = os.path.splitext(path)[1].lower().lstrip(".")
+    if extension not in formats:
+        fail(name, "a file name ending in one of " + ", ".join(f".{f}" for f in formats),
+             path, hint=f"Add the extension, e.g. {path + '.png'!r}" if not extension
+             else "")
+    return path, extension
 
 
 def positive_int(name, value):

@@ -23,6 +23,7 @@ from kerasgen._quiet import drop_tensorflow_lines, tensorflow_quiet  # noqa: F40
 def _preview(args):
     from kerasgen import augment, viz
 
+    viz.output_file(args.out, "--out")  # before any image is decoded
     transform = augment.typical(args.image_size) if args.augment else None
     batch = PreviewBatch(args.directory, args.image_size, args.n, args.seed, transform)
     shown = ("augmented with kg.augment.typical (as training sees them)" if args.augment
@@ -54,7 +55,8 @@ class PreviewBatch:
         from kerasgen import _listing as listing
         from kerasgen.loader import ImageLoader
 
-        paths, class_ids, self.class_names = listing.list_image_folder(directory)
+        paths, class_ids, self.class_names, _ = listing.list_image_folder(
+            directory, on_error="skip")  # a preview shows what can be read
         self.num_samples = len(paths)
         order = seeding.rng(seed, seeding.ORDER, 0).permutation(len(paths))[:n]
         loader = ImageLoader(paths, image_size, "rgb", "bilinear", verbose=0)
@@ -308,6 +310,17 @@ def _image_size(text):
     return tuple(values)
 
 
+def _positive(text):
+    """-n: a positive integer."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, not {text!r}")
+    return value
+
+
 def _max_pixels(text):
     """--max-pixels: a positive integer, or 'none' for no limit."""
     if text.strip().lower() == "none":
@@ -332,8 +345,10 @@ def _add_preview(commands, defaults):
         "preview", help="write a grid of samples of an image folder, with class names",
         formatter_class=defaults)
     preview.add_argument("directory", help="image folder, one subfolder per class")
-    preview.add_argument("--out", default="preview.png", help="PNG file to write")
-    preview.add_argument("-n", type=int, default=16, help="number of samples")
+    preview.add_argument("--out", default="preview.png",
+                         help="picture to write, its format from its extension (.png, "
+                              ".pdf, .svg, .jpg...); a folder or a special file is refused")
+    preview.add_argument("-n", type=_positive, default=16, help="number of samples")
     preview.add_argument("--image-size", type=_image_size, default=(128, 128),
                          help=IMAGE_SIZE_HELP)
     preview.add_argument("--seed", type=int, default=0, help="seed of the order and draws")

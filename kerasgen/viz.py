@@ -6,10 +6,30 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from kerasgen import _atomic, _checks
 from kerasgen._typing import BatchArrays, StrPath
 
 if TYPE_CHECKING:
     from kerasgen.base import Generator
+
+
+def output_file(path: StrPath, name: str = "path") -> tuple[str, str]:
+    """(path, format) of a picture to write at exactly `path`, its format from its
+    extension (matplotlib's: png, pdf, svg, jpg...); a folder, a special file, a missing
+    folder or an unknown extension is refused with an error naming `name`."""
+    _pyplot()
+    from matplotlib.backend_bases import FigureCanvasBase
+
+    return _checks.output_file(name, path, sorted(FigureCanvasBase.get_supported_filetypes()))
+
+
+def _save(figure, path):
+    """Writes `figure` at exactly `path`, put in place atomically (nothing is written
+    through a link or FIFO planted there)."""
+    path, fmt = output_file(path)
+    with _atomic.replacing(path) as f:
+        figure.savefig(f, format=fmt, dpi=100)
+    return path
 
 
 def _pyplot():
@@ -70,7 +90,7 @@ def draw_batch(x: BatchArrays, y: np.ndarray | None, gen: Generator, path: StrPa
     if np.asarray(x).ndim != 4:
         raise ValueError(f"show_batch draws image batches (n, h, w, c); this generator "
                          f"yields x of shape {np.shape(x)}.")
-    n = min(n, len(x))
+    n = min(_checks.positive_int("n", n), len(x))
     columns = columns or int(np.ceil(np.sqrt(n)))
     rows = int(np.ceil(n / columns))
     figure, axes = plt.subplots(rows, columns, figsize=(2.2 * columns, 2.4 * rows),
@@ -88,9 +108,10 @@ def draw_batch(x: BatchArrays, y: np.ndarray | None, gen: Generator, path: StrPa
             axis.set_title(_caption(gen, y[k]), fontsize=8)
     figure.suptitle(title, fontsize=9)
     figure.tight_layout()
-    figure.savefig(path, dpi=100)
-    plt.close(figure)
-    return path
+    try:
+        return _save(figure, path)
+    finally:
+        plt.close(figure)
 
 
 def plot_class_distribution(gen: Generator,
@@ -109,6 +130,7 @@ def plot_class_distribution(gen: Generator,
     axis.set_ylabel("samples per epoch")
     axis.legend()
     figure.tight_layout()
-    figure.savefig(path, dpi=100)
-    plt.close(figure)
-    return path
+    try:
+        return _save(figure, path)
+    finally:
+        plt.close(figure)

@@ -65,6 +65,64 @@ def test_preview_titles_say_what_the_picture_shows(image_folder, tmp_path, monke
     assert titles[0] != titles[1]
 
 
+@pytest.mark.parametrize("name,refusal", [
+    ("folder", r"`--out` must be a file name, not a folder"),
+    ("noext", r"`--out` must be a file name ending in one of .*\.png.* Add the extension, "
+              r"e\.g\. '.*noext\.png'"),
+    ("out.xyz", r"`--out` must be a file name ending in one of"),
+    ("missing/p.png", r"`--out` must be a path in an existing folder.*No such folder"),
+    ("fifo.png", r"`--out` must be a regular file or a new name"),
+])
+def test_preview_writes_where_named_or_refuses(image_folder, tmp_path, capsys, name, refusal):
+    import re
+
+    (tmp_path / "folder").mkdir()
+    os.mkfifo(tmp_path / "fifo.png")
+    for neighbour in ("folder.png", "noext.png", "out.xyz.png"):  # never overwritten
+        (tmp_path / neighbour).write_bytes(b"keep me")
+    before = sorted(os.listdir(tmp_path))
+    assert cli.main(["preview", str(image_folder), "--out", str(tmp_path / name),
+                     "-n", "2", "--image-size", "8"]) == 2
+    err = capsys.readouterr().err
+    assert re.search(refusal, err) and err.count("\n") == 1, err  # one line, no traceback
+    assert sorted(os.listdir(tmp_path)) == before and not os.listdir(tmp_path / "folder")
+    for neighbour in ("folder.png", "noext.png", "out.xyz.png"):
+        assert (tmp_path / neighbour).read_bytes() == b"keep me"
+
+
+@pytest.mark.parametrize("ext,magic", [(".png", b"\x89PNG"), (".pdf", b"%PDF"),
+                                       (".jpg", b"\xff\xd8")])
+def test_preview_writes_exactly_the_path_named_in_its_format(image_folder, tmp_path, capsys,
+                                                             ext, magic):
+    (tmp_path / "out").mkdir()
+    out = tmp_path / "out" / f"grid{ext}"
+    assert cli.main(["preview", str(image_folder), "--out", str(out), "-n", "2",
+                     "--image-size", "8"]) == 0
+    assert out.read_bytes().startswith(magic)
+    assert os.listdir(out.parent) == [out.name]  # nothing beside it, no temporary file
+    assert capsys.readouterr().out.startswith(f"wrote {out}: 2 samples")
+
+
+@pytest.mark.parametrize("n", ["0", "-1", "two"])
+def test_preview_needs_a_positive_number_of_samples(image_folder, n):
+    result = run("preview", image_folder, "-n", n)
+    assert result.returncode == 2
+    assert f"argument -n: must be a positive integer, not '{n}'" in result.stderr
+    assert "Traceback" not in result.stderr and "NaN" not in result.stderr
+
+
+def test_show_batch_refuses_a_path_it_would_not_write_exactly(image_folder, tmp_path):
+    from kerasgen import viz
+
+    gen = kg.ImageFolderGenerator(image_folder, image_size=8, batch_size=4)
+    with pytest.raises(ValueError, match=r"`path` must be a file name, not a folder"):
+        viz.show_batch(gen, path=tmp_path)
+    with pytest.raises(ValueError, match=r"`n` must be a positive integer. Received: n=0"):
+        viz.show_batch(gen, n=0, path=tmp_path / "p.png")
+    assert viz.plot_class_distribution(gen, tmp_path / "c.svg") == str(tmp_path / "c.svg")
+    assert (tmp_path / "c.svg").read_bytes().lstrip().startswith(b"<?xml")
+
+
 # --- what a person reads: kerasgen's output only, one message per failure, exit codes
 
 TENSORFLOW_NOISE = ("oneDNN", "absl", "cpu_feature_guard", "Memory patch", "I0000",
