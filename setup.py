@@ -55,6 +55,7 @@ setup(
     python_requires=">=3.9",
     install_requires=["keras>=3.3", "numpy>=1.23", "opencv-python-headless>=4.8",
                       "pillow>=9",  # Pillow reads image headers (max_pixels)
+                      "simplejpeg>=1.8",  # JPEGs decoded with libjpeg's warnings raised
                       "cloudpickle>=2"],  # worker processes: notebook classes, lambdas
     extras_require=EXTRAS,
     entry_points={"console_scripts": ["kerasgen=kerasgen.cli:main"]},

@@ -9,7 +9,7 @@ import stat
 import cv2
 import numpy as np
 
-from kerasgen import _checks
+from kerasgen import _checks, _jpeg
 
 # Pillow's decompression-bomb limit (PIL.Image.MAX_IMAGE_PIXELS: a 24-bit 1 GiB image):
 # the default `max_pixels` of the image generators.
@@ -90,28 +90,19 @@ _REDUCED = {
 }
 # OpenCV >= 4.11 decodes straight to RGB (libjpeg-turbo does the channel order for free)
 _IMREAD_RGB = getattr(cv2, "IMREAD_COLOR_RGB", cv2.IMREAD_COLOR)
-_SOF_MARKERS = frozenset(range(0xC0, 0xD0)) - {0xC4, 0xC8, 0xCC}
 
 
 def jpeg_size(data):
     """(height, width) from a JPEG's frame header, or None when `data` is no JPEG."""
-    if len(data) < 4 or data[0] != 0xFF or data[1] != 0xD8:
-        return None
-    i, n = 2, len(data)
-    while i + 9 < n:
-        if data[i] != 0xFF:
-            return None
-        marker = data[i + 1]
-        if marker == 0xFF:  # fill byte
-            i += 1
-            continue
-        if marker in _SOF_MARKERS:
-            return (int(data[i + 5]) << 8 | int(data[i + 6]),
-                    int(data[i + 7]) << 8 | int(data[i + 8]))
-        if marker == 0xD9 or marker == 0xDA:  # end of image / start of scan: no frame
-            return None
-        i += 2 + (int(data[i + 2]) << 8 | int(data[i + 3]))
-    return None
+    jpeg = _jpeg.info(data)
+    return None if jpeg is None else jpeg.size
+
+
+def check_intact(data, name):
+    """Raises ValueError naming `name` when `data` is a JPEG whose data libjpeg reports
+    damaged (a scan cut short), which OpenCV decodes without an error."""
+    if _jpeg.info(data) is not None:
+        _jpeg.check_intact(data, name)
 
 
 _PNG_HEAD = b"\x89PNG\r\n\x1a\n\x00\x00\x00\x0dIHDR"  # the signature, then IHDR (13 bytes)
@@ -295,18 +286,21 @@ def decode_bytes(data, color_mode="rgb", target_size=None, name="image",
     data = np.frombuffer(data, dtype=np.uint8) if isinstance(data, bytes) else data
     if data.size == 0:
         raise ValueError(f"Cannot decode {name}: the file is empty (0 bytes).")
-    jpeg = jpeg_size(data)
-    size = jpeg if jpeg is not None or max_pixels is None else header_size(data)
+    jpeg = _jpeg.info(data)
+    size = (jpeg.size if jpeg is not None
+            else None if max_pixels is None else header_size(data))
     if size is not None:
         check_pixels(size, max_pixels, name)
-    flag = None
+    r = 1
     if target_size is not None and color_mode in _REDUCED and jpeg is not None:
-        r = reduction(jpeg, target_size)
-        if r > 1:
-            flag = _REDUCED[color_mode][r]
-    if flag is None:
-        flag = {"grayscale": cv2.IMREAD_GRAYSCALE, "rgb": _IMREAD_RGB,
-                "rgba": cv2.IMREAD_UNCHANGED}[color_mode]
+        r = reduction(jpeg.size, target_size)
+    if jpeg is not None and _jpeg.decodable(jpeg, color_mode):
+        decoded = _jpeg.decode(data, jpeg, color_mode, r, name)
+        if decoded is not None:
+            return decoded if decoded.ndim == 3 else decoded[:, :, None]
+    flag = _REDUCED[color_mode][r] if r > 1 else {
+        "grayscale": cv2.IMREAD_GRAYSCALE, "rgb": _IMREAD_RGB,
+        "rgba": cv2.IMREAD_UNCHANGED}[color_mode]
     image = imdecode(data, flag, name)
     if image is not None and color_mode == "rgba" and (image.ndim == 2 or image.shape[2] != 4):
         image = imdecode(data, cv2.IMREAD_COLOR, name)  # no alpha: decode with EXIF applied

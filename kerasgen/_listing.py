@@ -7,6 +7,7 @@ import glob
 import io
 import os
 import warnings
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -21,8 +22,9 @@ class _Walk:
     each sorted by name. Hidden files and folders (names starting with '.') are ignored.
 
     Only regular files are listed: an entry named like an image that is a FIFO, a socket,
-    a device or a broken link is left out, with a warning (reading a FIFO would block
-    forever).
+    a device, a broken link or a link that leads back to itself cannot be read (reading a
+    FIFO would block forever). `finish` raises naming them, or with on_error="skip" leaves
+    them out with a warning and returns them, for the skip report (`gen.skipped`).
 
     Symbolic links, as Keras's os.walk(followlinks=follow_links) meets them: a link to a
     file, and a class folder that is a link, are read with either setting; a link to a
@@ -38,7 +40,7 @@ class _Walk:
         self.follow_links = follow_links
         self.root = os.path.realpath(root)
         self.visited = set()
-        self.odd, self.escapes, self.notes = [], [], []
+        self.odd, self.escapes, self.notes = [], [], []  # odd: (path, why unreadable)
 
     def files(self, folder):
         """The image files under `folder`, recursively."""
@@ -69,9 +71,13 @@ class _Walk:
         folders = []
         for entry in entries:
             if entry.is_symlink() and _loops(entry.path):
-                self.notes.append(
-                    f"{entry.path!r} is a symbolic link that leads back to itself (a loop "
-                    "of links): it cannot be read, and is left out.")
+                if is_image_file(entry.name):
+                    self.odd.append((entry.path, "a symbolic link that leads back to "
+                                                 "itself, a loop of links"))
+                else:
+                    self.notes.append(
+                        f"{entry.path!r} is a symbolic link that leads back to itself (a "
+                        "loop of links): it cannot be read, and is left out.")
                 continue
             if _is_folder(entry):  # a link to a folder counts, as in os.walk
                 folders.append(entry)
@@ -79,7 +85,10 @@ class _Walk:
                 if entry.is_symlink() and not self.follow_links and not self._inside(
                         entry.path):
                     continue
-                (found if _is_regular(entry) else self.odd).append(entry.path)
+                if _is_regular(entry):
+                    found.append(entry.path)
+                else:
+                    self.odd.append((entry.path, _odd_kind(entry.path)))
         for entry in folders:
             if entry.is_symlink() and not self.follow_links:
                 continue  # os.walk(followlinks=False): a folder, but not entered
@@ -99,8 +108,10 @@ class _Walk:
         self.visited.add(real)
         return True
 
-    def finish(self, stacklevel=4):
-        """Raises the links that lead out of the root; warns of what was left out."""
+    def finish(self, on_error="raise", stacklevel=4):
+        """Raises the links that lead out of the root; raises the entries named like an
+        image that cannot be read (on_error="raise"), or warns of them and of what else
+        was left out; returns the entries left out (the skip report's)."""
         if self.escapes:
             n = len(self.escapes)
             shown = ", ".join(f"{link} -> {real}" for link, real in self.escapes[:5])
@@ -112,13 +123,21 @@ class _Walk:
                 "the links by the files.")
         for note in self.notes:
             warnings.warn(note, stacklevel=stacklevel)
-        if self.odd:
-            n = len(self.odd)
-            shown = ", ".join(f"{path} ({_odd_kind(path)})" for path in self.odd[:5])
-            warnings.warn(
-                f"Leaving out {n} entr{'ies' if n > 1 else 'y'} named like an image but "
-                f"not a regular file: {shown}{' ...' if n > 5 else ''}. Only regular files "
-                "(and links to them) are read as images.", stacklevel=stacklevel)
+        if not self.odd:
+            return []
+        n = len(self.odd)
+        shown = ", ".join(f"{path} ({why})" for path, why in self.odd[:5])
+        entries = (f"{n} entr{'ies' if n > 1 else 'y'} named like an image but not a "
+                   f"regular file: {shown}{' ...' if n > 5 else ''}. Only regular files "
+                   "(and links to them) are read as images")
+        if on_error == "raise":
+            raise ValueError(
+                f"Cannot read {entries}. Remove or replace {'them' if n > 1 else 'it'}, "
+                "or pass on_error='skip' to leave such entries out (`gen.skipped` lists "
+                "them).")
+        warnings.warn(f"Leaving out {entries}; `gen.skipped` lists "
+                      f"{'them' if n > 1 else 'it'}.", stacklevel=stacklevel)
+        return [path for path, _ in self.odd]
 
 
 def _is_folder(entry):
@@ -160,13 +179,23 @@ def keras_order(paths):
     return sorted(paths, key=lambda p: (os.path.dirname(p), os.path.basename(p)))
 
 
+class Listing(NamedTuple):
+    """What `list_image_folder` found."""
+
+    paths: list
+    class_ids: Any  # an int64 array, or None without classes
+    class_names: Any  # a list, or None without classes
+    skipped: list  # entries named like an image that cannot be read (on_error="skip")
+
+
 def list_image_folder(directory, class_names=None, classes_required=True,
-                      follow_links=False, flat=False):
+                      follow_links=False, flat=False, on_error="raise"):
     """Lists an image folder with one subfolder per class.
 
-    Returns (file_paths, class_ids or None, class_names or None). Without class
-    subfolders and with `classes_required=False`, every image under `directory` is
-    listed flat, with no labels.
+    Returns a `Listing`. Without class subfolders and with `classes_required=False`,
+    every image under `directory` is listed flat, with no labels. An entry named like an
+    image that cannot be read is an error naming it, or with on_error="skip" left out
+    with a warning and listed in `Listing.skipped`.
     """
     if not isinstance(directory, (str, os.PathLike)):
         _checks.fail("directory", "a path to a folder", directory, TypeError)
@@ -180,10 +209,10 @@ def list_image_folder(directory, class_names=None, classes_required=True,
     walk = _Walk(directory, follow_links)
     if flat:
         paths = walk.files(directory)
-        walk.finish()
+        skipped = walk.finish(on_error)
         if not paths:
             raise ValueError(_no_images_message(directory))
-        return paths, None, None
+        return Listing(paths, None, None, skipped)
     subfolders = sorted(d for d in os.listdir(directory)
                         if os.path.isdir(os.path.join(directory, d)) and not d.startswith("."))
     if class_names is not None:
@@ -206,10 +235,10 @@ def list_image_folder(directory, class_names=None, classes_required=True,
                 "folder's images without labels."
             )
         paths = walk.files(directory)
-        walk.finish()
+        skipped = walk.finish(on_error)
         if not paths:
             raise ValueError(_no_images_message(directory))
-        return paths, None, None
+        return Listing(paths, None, None, skipped)
     paths, class_ids = [], []
     # a link inside one class folder to the root or to a class folder lists nothing again
     walk.visited.update(os.path.realpath(p) for p in [directory] + [
@@ -221,10 +250,10 @@ def list_image_folder(directory, class_names=None, classes_required=True,
                           f"images; class {name!r} will have no samples.", stacklevel=3)
         paths.extend(files)
         class_ids.extend([class_id] * len(files))
-    walk.finish()
+    skipped = walk.finish(on_error)
     if not paths:
         raise ValueError(_no_images_message(directory))
-    return paths, np.asarray(class_ids, dtype="int64"), class_names
+    return Listing(paths, np.asarray(class_ids, dtype="int64"), class_names, skipped)
 
 
 def paired_masks(paths, directory, mask_dir):

@@ -320,6 +320,7 @@ class ImageFolderGenerator(_ImageFileGenerator):
                  verbose: int = 1, mask_dir: StrPath | None = None, seed: int | None = None,
                  max_pixels: int | None = images.MAX_PIXELS, **common: Any) -> None:
         _check_common(self, common)  # before listing a folder that may not exist
+        _checks.one_of("on_error", on_error, ("raise", "skip"))  # the listing applies it
         if subset == "both":
             raise ValueError(
                 "`subset` must be 'training' or 'validation' for one generator. Received: "
@@ -339,13 +340,14 @@ class ImageFolderGenerator(_ImageFileGenerator):
         aspect = images.aspect_mode(crop_to_aspect_ratio, pad_to_aspect_ratio)
         listing_started = time.perf_counter()
         if mask_dir is not None:  # segmentation: every image under directory, no classes
-            paths = listing.list_image_folder(directory, classes_required=False,
-                                              flat=True, follow_links=follow_links)[0]
-            class_ids, names = None, class_names
+            found = listing.list_image_folder(directory, classes_required=False, flat=True,
+                                              follow_links=follow_links, on_error=on_error)
+            paths, class_ids, names = found.paths, None, class_names
             masks = listing.paired_masks(paths, directory, mask_dir)
         elif labels is None or given is not None:  # Keras: every image, in its order
-            paths = listing.keras_order(listing.list_image_folder(
-                directory, flat=True, follow_links=follow_links)[0])
+            found = listing.list_image_folder(directory, flat=True,
+                                              follow_links=follow_links, on_error=on_error)
+            paths = listing.keras_order(found.paths)
             class_ids, names, masks = None, None, None
             if given is not None:
                 class_ids, names = _list_labels(given, paths, directory,
@@ -353,9 +355,10 @@ class ImageFolderGenerator(_ImageFileGenerator):
                 if label_mode is None:
                     class_ids = None
         else:
-            paths, class_ids, names = listing.list_image_folder(
+            found = listing.list_image_folder(
                 directory, class_names, classes_required=label_mode is not None,
-                follow_links=follow_links)
+                follow_links=follow_links, on_error=on_error)
+            paths, class_ids, names = found.paths, found.class_ids, found.class_names
             masks = None
         files_found = len(paths)  # before the split (Keras prints it)
         keep = listing.validation_subset(class_ids, len(paths), validation_split, subset,
@@ -373,7 +376,7 @@ class ImageFolderGenerator(_ImageFileGenerator):
             listing_s=time.perf_counter() - listing_started, image_size=image_size,
             color_mode=color_mode, interpolation=interpolation, cache=cache,
             on_error=on_error, decode_threads=decode_threads, decoder=decoder,
-            verbose=verbose,
+            verbose=verbose, skipped=found.skipped,
             mask_paths=masks, aspect=aspect, max_pixels=max_pixels)
         super().__init__(source=source, label_mode=label_mode, seed=seed, **common)
 

@@ -39,6 +39,7 @@ def _probe(path, max_pixels):
         image = images.imdecode(data, cv2.IMREAD_UNCHANGED, "the file")
         if image is None:
             raise ValueError("not decodable")
+        images.check_intact(data, "the file")  # a JPEG OpenCV decoded despite damage
         if size is None:
             images.check_pixels(image.shape[:2], max_pixels, "the file")
         channels = 1 if image.ndim == 2 else image.shape[2]
@@ -75,8 +76,8 @@ def _folder_files(source, label_mode):
     without class subfolders is the generator's error unless label_mode is None."""
     with warnings.catch_warnings(record=True) as caught:  # listed in the report
         warnings.simplefilter("always")
-        paths, ids, names = listing.list_image_folder(
-            source, classes_required=label_mode is not None)
+        paths, ids, names, _ = listing.list_image_folder(  # unreadable ones: warned of
+            source, classes_required=label_mode is not None, on_error="skip")
     found = [str(w.message) for w in caught]
     if ids is None or label_mode is None:
         return paths, None, None, found

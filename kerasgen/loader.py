@@ -21,7 +21,7 @@ from typing import Literal, TypeVar
 import numpy as np
 import numpy.typing as npt
 
-from kerasgen import _checks
+from kerasgen import _checks, _jpeg
 from kerasgen import _batching as batching
 from kerasgen import _images as images
 from kerasgen import _cache as cache_mod
@@ -103,6 +103,7 @@ class ImageLoader:
         self.processes = (None if processes is None
                           else _checks.positive_int("processes", processes))
         self.skipped = list(skipped)  # files skipped so far (listed ones, bad ones)
+        self._warned = False  # of a bad file met while loading
         self.buffers = batching.BufferPool()  # batch arrays, reused when Keras let go
         self._lock = threading.Lock()
         self._executor: tuple[int, ThreadPoolExecutor] | None = None
@@ -248,7 +249,7 @@ class ImageLoader:
             if path in self.skipped:
                 return
             self.skipped.append(path)
-            first = len(self.skipped) == 1
+            first, self._warned = not self._warned, True  # listed skips had their own
         if first:
             warnings.warn(f"Skipping an undecodable image, replaced by another sample of "
                           f"its class: {error} `gen.skipped` lists every skipped file; "
@@ -320,6 +321,7 @@ class ImageLoader:
                 if size is None:
                     continue  # not a JPEG: OpenCV's
                 images.check_pixels(size, self.max_pixels, self.file_paths[index])
+                _jpeg.check_intact(data, self.file_paths[index])  # nvImageCodec would not
             except (ValueError, FileNotFoundError):
                 continue
             rows.append(k)

@@ -14,6 +14,7 @@ import pytest
 
 import kerasgen as kg
 from kerasgen import _images as images
+from kerasgen import _jpeg
 
 from .conftest import plant_old_temp_links, write_image
 
@@ -453,3 +454,31 @@ def test_a_file_cache_on_a_really_full_tmpfs_is_an_error_not_sigbus(image_folder
     assert "OSError: [Errno 28] Cannot reserve" in done.stdout  # ENOSPC, named
     assert str(mnt / "cache.bin") in done.stdout
     assert "left: []" in done.stdout  # no cache file, no temporary file
+
+
+@pytest.mark.parametrize("encoding", [[], [cv2.IMWRITE_JPEG_PROGRESSIVE, 1],
+                                      [cv2.IMWRITE_JPEG_SAMPLING_FACTOR,
+                                       cv2.IMWRITE_JPEG_SAMPLING_FACTOR_444]])
+def test_jpegs_decode_to_opencvs_pixels_bit_for_bit(encoding):
+    """The default decoder reads JPEGs with libjpeg-turbo through simplejpeg (its
+    warnings raised, kerasgen._jpeg): every pixel as OpenCV's imdecode gives it, full
+    size and at 1/2, 1/4 and 1/8 scale, in colour and grayscale."""
+    from sklearn.datasets import load_sample_image
+
+    photo = cv2.cvtColor(load_sample_image("flower.jpg"), cv2.COLOR_RGB2BGR)  # 427x640
+    data = cv2.imencode(".jpg", photo, [cv2.IMWRITE_JPEG_QUALITY, 85] + encoding)[1]
+    for mode, full, reduced in (("rgb", images._IMREAD_RGB, images._REDUCED["rgb"]),
+                                ("grayscale", cv2.IMREAD_GRAYSCALE,
+                                 images._REDUCED["grayscale"])):
+        for target, r in ((None, 1), ((300, 300), 1), ((200, 200), 2), ((100, 100), 4),
+                          ((50, 50), 8)):
+            expected = cv2.imdecode(data, reduced[r] if r > 1 else full)
+            if mode == "rgb" and r > 1:  # the reduced flags decode to BGR
+                expected = cv2.cvtColor(expected, cv2.COLOR_BGR2RGB)
+            got = images.decode_bytes(data, mode, target)
+            jpeg = _jpeg.info(data)  # the path taken: simplejpeg's, not OpenCV's fallback
+            assert _jpeg.decodable(jpeg, mode) and _jpeg.decode(data, jpeg, mode, r, "x") \
+                is not None
+            np.testing.assert_array_equal(got.reshape(expected.shape), expected,
+                                          err_msg=f"{mode} {target}")
+            assert got.shape[:2] == (-(-427 // r), -(-640 // r))
