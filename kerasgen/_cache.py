@@ -19,7 +19,7 @@ from types import ModuleType
 
 import numpy as np
 
-from kerasgen import _atomic, _shm
+from kerasgen import _atomic, _checks, _shm
 
 
 def _optional_module(name: str) -> ModuleType | None:
@@ -200,10 +200,7 @@ class FileCache(MemoryCache):
     def __init__(self, path, num_samples, sample_shape, key):
         super().__init__(num_samples, sample_shape)
         self.path, self.key = os.fspath(path), key
-        folder = os.path.dirname(os.path.abspath(self.path))
-        if not os.path.isdir(folder):
-            raise FileNotFoundError(f"`cache` must be a file path in an existing folder. "
-                                    f"Received: cache={self.path!r} ({folder} not found).")
+        _checks.output_file("cache", self.path)  # not a folder, FIFO or device; its folder
         self._sums_at, self._data_at, self.size = layout(num_samples, self.sample_shape)
         self._mapping = None
         self._sums = None
@@ -253,7 +250,7 @@ class FileCache(MemoryCache):
 
     def _stored_key(self):
         try:
-            with open(self.path, "rb") as f:
+            with _checks.open_regular(self.path, "the cache file") as f:
                 return f.read(KEY_BYTES).decode(errors="replace").strip()
         except OSError:
             return None

@@ -24,11 +24,42 @@ def fail(name: str, requirement: str, value: object, exc: type[Exception] = Valu
     raise exc(message)
 
 
-def output_file(name, path, formats):
+def file_kind(mode):
+    """What a file that is not a regular one is, in words."""
+    for test, kind in ((stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISSOCK, "a socket"),
+                       (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+                       (stat.S_ISDIR, "a folder")):
+        if test(mode):
+            return kind
+    return "not a regular file"
+
+
+def open_regular(path, what):
+    """`path` opened for reading in binary, when it is a regular file (a link to one
+    counts): opened without blocking and checked on the open file, so a FIFO (which
+    would block the open or the read forever), a device (/dev/zero reads without end)
+    or a socket is a ValueError naming `what` and the path, never a hang."""
+    path = os.fspath(path)
+    flags = (os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+             | getattr(os, "O_BINARY", 0))
+    fd = os.open(path, flags)  # FileNotFoundError as it is
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            raise ValueError(f"Cannot read {what} {path}: it is {file_kind(mode)}, not a "
+                             "regular file.")
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def output_file(name, path, formats=None):
     """(path, format) for a file to be written at exactly `path`: a path that names a
     folder, a special file (a FIFO would block, a device would take the bytes) or a
     missing folder is refused, and so is a name whose extension is not one of `formats`
-    (no extension is appended: the file is written where named or not at all)."""
+    when given (no extension is appended: the file is written where named or not at
+    all)."""
     if not isinstance(path, (str, os.PathLike)):
         fail(name, "a file path", path, TypeError)
     path = os.fspath(path)
@@ -43,13 +74,13 @@ def output_file(name, path, formats):
              hint=f"Name the file, e.g. {os.path.join(path, 'preview.png')!r}")
     if mode is not None and not stat.S_ISREG(mode):
         fail(name, "a regular file or a new name", path,
-             hint="It exists and is not a regular file (a FIFO, socket or device)")
+             hint=f"It exists and is {file_kind(mode)}")
     folder = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(folder):
         fail(name, "a path in an existing folder", path, FileNotFoundError,
              hint=f"No such folder: {folder!r}")
     extension = os.path.splitext(path)[1].lower().lstrip(".")
-    if extension not in formats:
+    if formats is not None and extension not in formats:
         fail(name, "a file name ending in one of " + ", ".join(f".{f}" for f in formats),
              path, hint=f"Add the extension, e.g. {path + '.png'!r}" if not extension
              else "")

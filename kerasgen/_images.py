@@ -10,6 +10,7 @@ import cv2
 import numpy as np
 
 from kerasgen import _checks, _jpeg
+from kerasgen._checks import file_kind
 
 # Pillow's decompression-bomb limit (PIL.Image.MAX_IMAGE_PIXELS: a 24-bit 1 GiB image):
 # the default `max_pixels` of the image generators.
@@ -201,16 +202,6 @@ def is_inside(real, root):
         return os.path.commonpath([real, root]) == root
     except ValueError:  # different drives
         return False
-
-
-def file_kind(mode):
-    """What a file that is not a regular one is, in words."""
-    for test, kind in ((stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISSOCK, "a socket"),
-                       (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
-                       (stat.S_ISDIR, "a folder")):
-        if test(mode):
-            return kind
-    return "not a regular file"
 
 
 def header_size(data):

@@ -354,7 +354,7 @@ class Table:
             base_dir = os.getcwd()
         elif isinstance(csv_source, (str, os.PathLike)):
             self.path = os.fspath(csv_source)
-            if not os.path.isfile(self.path):
+            if not os.path.exists(self.path):
                 raise FileNotFoundError(f"`csv` must be an existing CSV file. Received: "
                                         f"csv={self.path!r} (not found).")
             header, rows, lines = _read_csv(self.path, encoding)
@@ -459,7 +459,7 @@ def _read_csv(path, encoding):
     except (LookupError, TypeError):
         _checks.fail("encoding", "a text encoding Python knows ('utf-8', 'latin-1', "
                      "'cp1252'...)", encoding)
-    with open(path, "rb") as f:
+    with _checks.open_regular(path, "the CSV file") as f:  # a FIFO would block
         data = f.read()
     try:  # a UTF-8 byte-order mark is not part of the first column's name
         text = data.decode("utf-8-sig" if codec == "utf-8" else encoding)
@@ -471,7 +471,7 @@ def _read_csv(path, encoding):
             f"`encoding` (encoding='latin-1' or 'cp1252' for most Western European "
             f"files). Received: encoding={encoding!r}."
         ) from error
-    reader = csv.reader(io.StringIO(text, newline=""))
+    reader = _Reader(path, csv.reader(io.StringIO(text, newline="")))
     header = next(reader, None)
     rows, lines, line = [], [], reader.line_num + 1
     for row in reader:
@@ -492,6 +492,35 @@ def _read_csv(path, encoding):
     header = [h.strip() for h in header]
     _check_unique(header, f"The header of {path}")
     return header, rows, lines
+
+
+class _Reader:
+    """A csv.reader whose errors (a cell above Python's field size limit, a NUL byte)
+    are ValueErrors naming the file and line."""
+
+    def __init__(self, path, reader):
+        self.path, self.reader = path, reader
+
+    @property
+    def line_num(self):
+        return self.reader.line_num
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        start = self.reader.line_num + 1  # the line the row starts on
+        try:
+            return next(self.reader)
+        except csv.Error as error:
+            hint = ""
+            if "field larger than field limit" in str(error):
+                hint = (f" (a cell longer than {csv.field_size_limit():,} characters: "
+                        "most often a quote (\") left open, which runs the lines after it "
+                        "into one cell; close it, or raise csv.field_size_limit() for "
+                        "cells that long)")
+            raise ValueError(f"Cannot read the row starting on line {start} of the CSV "
+                             f"file {self.path}: {error}{hint}.") from None
 
 
 def _check_unique(names, where):

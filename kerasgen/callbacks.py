@@ -100,7 +100,7 @@ def restore(generator: Generator, path: StrPath) -> dict[str, Any] | None:
 
 
 def _read_state(path):
-    with open(path, "rb") as f:
+    with _checks.open_regular(path, "the checkpoint") as f:  # a FIFO, /dev/zero: refused
         raw = f.read()
     problem, cause = None, None
     if not raw.strip():

@@ -413,6 +413,7 @@ class ConcatSource:
                 f"their batches alike. Received: rescale {sorted(rescales, key=str)} in "
                 "different parts.")
         self.rescale = rescales.pop()
+        _check_sample_shapes(self.parts)
 
     def __len__(self) -> int:
         return int(self.starts[-1])
@@ -473,6 +474,31 @@ class ConcatSource:
                       else load_each(sub, source.load))
             pieces.append((rows, loaded))
         return _scatter(pieces, len(request.indices), request)
+
+
+def _sample_shape(part: Any) -> tuple[int, ...] | None:
+    """The shape of every sample of `part` where it is known before loading: an image
+    source's (image_size and channels), an array source's rows; None otherwise."""
+    loader = getattr(part, "loader", None)
+    if loader is not None and hasattr(loader, "sample_shape"):
+        return tuple(loader.sample_shape)
+    x = getattr(part, "x", None)
+    return tuple(x.shape[1:]) if isinstance(x, np.ndarray) else None
+
+
+def _check_sample_shapes(parts: Sequence[Any]) -> None:
+    """Parts whose samples have different shapes cannot share a batch: refused here,
+    naming each part's shape, not in `fit` with a shape error naming nothing."""
+    shapes = {k: _sample_shape(part) for k, part in enumerate(parts)}
+    known = {k: shape for k, shape in shapes.items() if shape is not None}
+    if len(set(known.values())) > 1:
+        listed = "; ".join(
+            f"part {k} ({f'first sample {parts[k].describe(0)}' if len(parts[k]) else 'empty'}"
+            f"): {shape}" for k, shape in known.items())
+        raise ValueError(
+            "The parts of a concatenation must give samples of one shape, to share a "
+            f"batch. Received: {listed}. Give every part the same image_size and "
+            "color_mode (or arrays of one row shape).")
 
 
 class _ConcatFeatures:

@@ -70,9 +70,12 @@ def read_query(db: StrPath, query: str) -> listing.Table:
     if not isinstance(query, str) or not query.strip():
         _checks.fail("query", "a non-empty SQL string", query, TypeError)
     path = os.fspath(db)
-    if not os.path.isfile(path):
+    if not os.path.exists(path):
         raise FileNotFoundError(f"`db` must be an existing SQLite file. Received: "
                                 f"db={path!r} (not found).")
+    if not os.path.isfile(path):  # SQLite would block on a FIFO
+        _checks.fail("db", "a regular SQLite file", path,
+                     hint=f"It is {_checks.file_kind(os.stat(path).st_mode)}")
     uri = f"file:{urllib.parse.quote(os.path.abspath(path))}?mode=ro"
     # isolation_level=None: the sqlite3 module issues no BEGIN of its own
     connection = sqlite3.connect(uri, uri=True, isolation_level=None)

@@ -64,8 +64,8 @@ def index_records(paths: Sequence[StrPath], verbose: int = 1,
     index = []
     for number, path in enumerate(progress(paths, "Indexing TFRecord files", len(paths),
                                            verbose)):
-        size = os.path.getsize(path)
-        with open(path, "rb") as f:
+        with _checks.open_regular(path, "the TFRecord file") as f:
+            size = os.fstat(f.fileno()).st_size
             offset = record = 0
             while offset < size:
                 header = f.read(12)
@@ -75,6 +75,8 @@ def index_records(paths: Sequence[StrPath], verbose: int = 1,
                 (length,), (stored,) = struct.unpack("<Q", header[:8]), \
                     struct.unpack("<I", header[8:])
                 if masked_crc(header[:8]) != stored:
+                    if record == 0:
+                        _refuse_compressed(path, header)
                     raise ValueError(
                         f"{path} is corrupt: the length of record {record} (at byte "
                         f"{offset}) fails its CRC32C check. Rewrite the file, or restore "
@@ -88,6 +90,21 @@ def index_records(paths: Sequence[StrPath], verbose: int = 1,
                 record += 1
                 f.seek(offset)
     return index
+
+
+def _refuse_compressed(path: StrPath, head: bytes) -> None:
+    """Raises a ValueError saying so when `head`, the first bytes of `path`, start a
+    GZIP or ZLIB stream (TFRecordWriter's compressed forms), not a record."""
+    kind = None
+    if head[:2] == b"\x1f\x8b":
+        kind = "GZIP"
+    elif head[0] & 0x0F == 8 and (head[0] << 8 | head[1]) % 31 == 0:
+        kind = "ZLIB"
+    if kind is not None:
+        raise ValueError(
+            f"{path} is compressed with {kind} (compression_type={kind!r} when written); "
+            "kerasgen reads uncompressed TFRecord files, whose records it reads by offset. "
+            f"Decompress it (for GZIP: gunzip), or rewrite it without compression.")
 
 
 def _value(feature, kind, key, describe):
@@ -243,7 +260,7 @@ class Records:
         if not self.paths:
             _checks.fail("files", "a TFRecord file or a non-empty list of them", files)
         for path in self.paths:
-            if not os.path.isfile(path):
+            if not os.path.exists(path):
                 raise FileNotFoundError(f"TFRecord file not found: {path}")
         self.feature_spec = _check_spec(feature_spec)
         spec = self.feature_spec
@@ -325,7 +342,7 @@ class Records:
             handles = self._local.files = {}  # one open file per thread and TFRecord
         f = handles.get(number)
         if f is None:
-            f = handles[number] = open(self.paths[number], "rb")
+            f = handles[number] = _checks.open_regular(self.paths[number], "the TFRecord file")
         f.seek(offset)
         data, footer = f.read(length), f.read(4)
         if len(footer) < 4:
