@@ -55,10 +55,22 @@ recognised by the calling frame's function and file name:
 
 The last four are done when Keras's adapter first asks a generator for `num_batches`
 (`adopt_adapter`).
+
+- The tf.data datasets kerasgen makes (`to_tf_dataset`, `image_dataset_from_directory`)
+  make their batches in `tf.numpy_function` ops, where a failing batch becomes the same
+  TensorFlow error. Keras's adapter of a tf.data dataset never asks the generator
+  anything, and users map and prefetch the dataset before `fit`, so no calling frame
+  names the epoch iterator: once kerasgen has made such a dataset, Keras's
+  `EpochIterator.catch_stop_iteration` (the class's, which the TensorFlow, JAX and torch
+  epoch iterators enter) raises the exception a batch of one of those datasets raised in
+  place of the TensorFlow error that carries it (`BatchErrors`, `raise_tf_data_errors`),
+  as above; any other error passes through unchanged.
 """
 
+import collections
 import contextlib
 import sys
+import threading
 import warnings
 import weakref
 
@@ -183,36 +195,110 @@ def _raise_batch_errors(frame, adapter):
             or "catch_stop_iteration" in vars(epoch_iterator)
             or not hasattr(epoch_iterator, "catch_stop_iteration")):
         return
-    catch_stop_iteration = epoch_iterator.catch_stop_iteration
+    epoch_iterator.catch_stop_iteration = _raising_errors_behind(
+        epoch_iterator.catch_stop_iteration, lambda error: _batch_error_behind(error, adapter))
+
+
+def _raising_errors_behind(catch_stop_iteration, behind):
+    """`catch_stop_iteration` (a context manager's function, called with the same
+    arguments) raising, in place of an error it lets through, the exception
+    `behind(error)` finds (or the error itself, where it finds None)."""
 
     @contextlib.contextmanager
-    def catch_stop_iteration_raising_batch_errors():
+    def catch_stop_iteration_raising_batch_errors(*args):
         try:
-            with catch_stop_iteration():
+            with catch_stop_iteration(*args):
                 yield
         except Exception as error:
-            original = _batch_error_behind(error, adapter)
+            original = behind(error)
             if original is None:
                 raise
-            if original.__cause__ is None:
-                raise original from error
-            raise original  # its own cause stays; TensorFlow's error is its __context__
+            raise_in_place_of(error, original)
 
-    epoch_iterator.catch_stop_iteration = catch_stop_iteration_raising_batch_errors
+    return catch_stop_iteration_raising_batch_errors
+
+
+def raise_in_place_of(error, original):
+    """Raises `original` (a batch's own exception) in place of TensorFlow's `error`, which
+    stays reachable: the cause, or the context where `original` has a cause of its own."""
+    if original.__cause__ is None:
+        raise original from error
+    raise original  # its own cause stays; TensorFlow's error is its __context__
+
+
+def carries(error, original):
+    """Whether `error` is TensorFlow's error made of `original`, an exception raised in a
+    Python op (its message holds the exception's first line)."""
+    tf = sys.modules.get("tensorflow")
+    if tf is None or not isinstance(error, tf.errors.OpError):
+        return False
+    first_line = str(original).partition("\n")[0] or type(original).__name__
+    return first_line in str(error)
 
 
 def _batch_error_behind(error, adapter):
-    """The exception a batch of `adapter` raised that TensorFlow's `error` carries (its
-    message holds the exception's first line), or None."""
+    """The exception a batch of `adapter` raised that TensorFlow's `error` carries, or
+    None."""
     original = getattr(adapter, _BATCH_ERROR, None)
-    tf = sys.modules.get("tensorflow")
-    if original is None or tf is None or not isinstance(error, tf.errors.OpError):
-        return None
-    first_line = str(original).partition("\n")[0] or type(original).__name__
-    if first_line not in str(error):
+    if original is None or not carries(error, original):
         return None
     setattr(adapter, _BATCH_ERROR, None)
     return original
+
+
+class BatchErrors:
+    """The exceptions raised in the Python ops of one kerasgen tf.data dataset (the last
+    few: parallel calls can fail together), each given back once, in place of the
+    TensorFlow error that carries it (`behind`). Making one has Keras's epoch iterators
+    raise them (`raise_tf_data_errors`)."""
+
+    def __init__(self, kept=4):
+        self._kept = collections.deque(maxlen=kept)
+        self._lock = threading.Lock()
+        _KEEPERS.add(self)
+        raise_tf_data_errors()
+
+    def keep(self, error):
+        with self._lock:
+            self._kept.append(error)
+
+    def behind(self, error):
+        """The kept exception TensorFlow's `error` carries (forgotten then), or None."""
+        with self._lock:
+            for original in reversed(self._kept):
+                if carries(error, original):
+                    self._kept.remove(original)
+                    return original
+        return None
+
+
+_KEEPERS: weakref.WeakSet[BatchErrors] = weakref.WeakSet()  # of the tf.data datasets alive
+_RAISES = "_kerasgen_raises_tf_data_errors"  # marks Keras's patched catch_stop_iteration
+
+
+def _tf_data_error_behind(error):
+    """The exception a batch of a kerasgen tf.data dataset raised that `error` carries."""
+    for keeper in list(_KEEPERS):
+        original = keeper.behind(error)
+        if original is not None:
+            return original
+    return None
+
+
+def raise_tf_data_errors():
+    """Has every Keras epoch iterator raise, in place of a TensorFlow error, the exception
+    behind it kept by a kerasgen tf.data dataset (`BatchErrors`); once. A Keras without
+    `EpochIterator.catch_stop_iteration` is left alone."""
+    try:
+        from keras.src.trainers.epoch_iterator import EpochIterator
+    except ImportError:
+        return
+    catch_stop_iteration = getattr(EpochIterator, "catch_stop_iteration", None)
+    if catch_stop_iteration is None or getattr(catch_stop_iteration, _RAISES, False):
+        return
+    raising = _raising_errors_behind(catch_stop_iteration, _tf_data_error_behind)
+    setattr(raising, _RAISES, True)
+    EpochIterator.catch_stop_iteration = raising
 
 
 def warn_predict_order(gen, epoch):

@@ -17,11 +17,25 @@ is byte-identical to `gen[b]` at epoch e.
   of `fit(gen)`. Its iterators are made anew every pass, so tf.data's autotuning, whose
   thread a dying iterator waits for (see _keras_compat), is off; and the pass starts
   without `Dataset.from_generator`, whose op pins glibc's malloc (see _malloc).
+  A pass must begin at an epoch's start: a generator restored mid-epoch is refused, as
+  kerasgen's ValueError, and left as it was.
+
+What fails in those ops (a file deleted or corrupt, a refused pass) reaches the user as
+kerasgen's own exception, not TensorFlow's "Graph execution error ... PyFunc" carrying its
+text: each dataset keeps what its ops raised (`_keras_compat.BatchErrors`), its own
+iterators (a `for` loop over it, `as_numpy_iterator`) raise that in place of TensorFlow's
+error, and so do Keras's `fit`, `evaluate` and `predict`, also over the dataset mapped or
+prefetched (see _keras_compat). The dataset returned is a real `tf.data.Dataset` (the
+same graph, `_Dataset`); datasets made from it (`map`, `take`...) iterated by hand give
+TensorFlow's error, as any tf.data dataset does.
 """
 
+import functools
 import threading
 
 import numpy as np
+
+from kerasgen import _keras_compat
 
 
 def _import_tensorflow():
@@ -53,6 +67,19 @@ class _EpochBatches:
         self.signature = tf.nest.map_structure(lambda v: _spec(tf, v), structure)
         self.dtypes = [spec.dtype for spec in tf.nest.flatten(self.signature)]
         self.views, self.lock = {}, threading.Lock()
+        self.errors = _keras_compat.BatchErrors()  # what the ops raised, for the user
+
+    def kept(self, function):
+        """`function`, keeping in `errors` what it raises (it runs in a tf.data op)."""
+
+        def keeping(*args):
+            try:
+                return function(*args)
+            except Exception as error:
+                self.errors.keep(error)
+                raise
+
+        return keeping
 
     def view(self, epoch):
         epoch = int(epoch)
@@ -75,10 +102,11 @@ class _EpochBatches:
 
     def dataset(self, epoch):
         tf, signature = self.tf, self.signature
-        count = tf.numpy_function(lambda e: np.int64(len(self.view(e))), [epoch], tf.int64)
+        count = tf.numpy_function(self.kept(lambda e: np.int64(len(self.view(e)))),
+                                  [epoch], tf.int64)
 
         def fetch(index):
-            tensors = tf.numpy_function(self._load, [epoch, index], self.dtypes,
+            tensors = tf.numpy_function(self.kept(self._load), [epoch, index], self.dtypes,
                                         stateful=False)
             for tensor, spec in zip(tensors, tf.nest.flatten(signature)):
                 tensor.set_shape(spec.shape)
@@ -99,7 +127,8 @@ def to_tf_dataset(gen, epochs=None, num_parallel_calls=None, prefetch=None):
     batches = _EpochBatches(tf, gen, num_parallel_calls or autotune)
     epoch_numbers = (tf.data.Dataset.range(first, first + epochs) if epochs is not None
                      else tf.data.Dataset.counter(first))
-    return epoch_numbers.flat_map(batches.dataset).prefetch(prefetch or autotune)
+    dataset = epoch_numbers.flat_map(batches.dataset).prefetch(prefetch or autotune)
+    return _dataset_class(tf)(dataset, batches.errors)
 
 
 def pass_dataset(gen, unbatch=False):
@@ -108,16 +137,7 @@ def pass_dataset(gen, unbatch=False):
     tf = _import_tensorflow()
     batches = _EpochBatches(tf, gen, None, own=True)  # None: one batch asked at a time
 
-    def begin():
-        epoch = gen.begin_pass()
-        batch = gen.get_state()["batch"]
-        if batch:
-            raise ValueError(
-                f"The generator behind this dataset was restored mid-epoch (batch {batch} "
-                f"of epoch {epoch}), but a pass over a tf.data dataset is a whole epoch. "
-                "Resume from a state taken between epochs (get_state() at an epoch's "
-                "end), or finish the epoch with model.fit(ds.generator, epochs=1).")
-        return np.int64(epoch)
+    begin = batches.kept(lambda: np.int64(_begin_whole_epoch(gen)))
 
     def begin_pass(_):  # run by each iterator made of the dataset, once
         return tf.numpy_function(begin, [], tf.int64, stateful=True)
@@ -133,4 +153,72 @@ def pass_dataset(gen, unbatch=False):
         dataset = dataset.apply(tf.data.experimental.assert_cardinality(length))
     options = tf.data.Options()
     options.autotune.enabled = False
-    return dataset.prefetch(max(2, gen.prefetch)).with_options(options)
+    dataset = dataset.prefetch(max(2, gen.prefetch)).with_options(options)
+    return _dataset_class(tf)(dataset, batches.errors)
+
+
+def _begin_whole_epoch(gen):
+    """Begins a pass over `gen` (`gen.begin_pass()`) and returns the epoch it serves,
+    which must be served whole: a pass that would begin mid-epoch (a generator restored
+    from a state taken mid-epoch) is a ValueError, and leaves `gen` as it was."""
+    before = gen.get_state()
+    epoch = gen.begin_pass()
+    batch = gen.get_state()["batch"]
+    if batch:
+        gen.set_state(before)  # the refused pass changes nothing: the next one is refused too
+        raise ValueError(
+            f"The generator behind this tf.data dataset was restored mid-epoch (at batch "
+            f"{batch} of epoch {epoch}, {len(gen)} batches left in it), but a "
+            "pass over the dataset must begin at an epoch's start. Finish the interrupted "
+            "epoch with model.fit(ds.generator, epochs=1), then fit the dataset for the "
+            "next epochs; or restore a state taken at an epoch's end (as "
+            "kg.callbacks.GeneratorCheckpoint writes). Received: "
+            f"ds.generator.get_state()['batch']={batch}.")
+    return epoch
+
+
+@functools.cache
+def _dataset_class(tf):
+    """The type of the datasets returned (made once TensorFlow is imported)."""
+    from tensorflow.python.data.ops.iterator_ops import OwnedIterator
+
+    class _Iterator(OwnedIterator):
+        """tf.data's iterator, raising the exception an op of its dataset raised in place
+        of TensorFlow's error that carries it."""
+
+        def __init__(self, dataset, errors):
+            super().__init__(dataset)
+            self._kerasgen_errors = errors
+
+        def _next_internal(self):
+            try:
+                return super()._next_internal()
+            except tf.errors.OutOfRangeError:
+                raise  # the end of the pass
+            except tf.errors.OpError as error:
+                original = self._kerasgen_errors.behind(error)
+                if original is None:
+                    raise
+                _keras_compat.raise_in_place_of(error, original)
+
+    class _Dataset(tf.data.Dataset):
+        """`dataset` itself, the same tf.data graph, whose iterators are `_Iterator`s."""
+
+        def __init__(self, dataset, errors):
+            self._input_dataset, self._kerasgen_errors = dataset, errors
+            super().__init__(tf.data.experimental.to_variant(dataset))
+
+        def _inputs(self):
+            return [self._input_dataset]
+
+        @property
+        def element_spec(self):
+            return self._input_dataset.element_spec
+
+        def __iter__(self):
+            if not tf.executing_eagerly():  # in a tf.function: errors reach its caller
+                return super().__iter__()
+            with tf.device(self._variant_tensor.device):  # as tf.data's, by the dataset
+                return _Iterator(self, self._kerasgen_errors)
+
+    return _Dataset

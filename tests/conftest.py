@@ -27,6 +27,8 @@ BACKEND_SUITE = {
     "test_notebook.py": "worker processes in a real Jupyter kernel",
 }
 TENSORFLOW_ONLY = {
+    "test_tfdata_errors.py": "the tf.data forms (to_tf_dataset, image_dataset_from_directory's "
+                             "dataset) and TensorFlow's errors",
     "test_tfrecord.py": "TFRecordGenerator parses records with TensorFlow's Example proto",
     "test_malloc.py": "undoes the malloc pin of TensorFlow's generator dataset (off "
                       "TensorFlow test_backends.py checks malloc is left alone)",
