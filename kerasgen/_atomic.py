@@ -18,19 +18,56 @@ def _umask():
     return mask
 
 
+_CLEANED = set()  # the targets whose orphans this process removed
+
+
+def _remove_orphans(folder, name):
+    """Removes the temporary files that a process killed while writing `name` left
+    (`.NAME.PID.XXXX.tmp`, PID no longer running); once per target and process."""
+    if (folder, name) in _CLEANED:
+        return
+    _CLEANED.add((folder, name))
+    prefix = f".{name}."
+    try:
+        entries = os.listdir(folder)
+    except OSError:
+        return
+    for entry in entries:
+        if not (entry.startswith(prefix) and entry.endswith(".tmp")):
+            continue
+        pid = entry[len(prefix):].split(".", 1)[0]
+        if pid.isdigit() and int(pid) != os.getpid() and not _running(int(pid)):
+            with contextlib.suppress(OSError):
+                os.unlink(os.path.join(folder, entry))
+
+
+def _running(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's
+        return True
+    return True
+
+
 @contextlib.contextmanager
 def replacing(path, mode="wb"):
     """Yields a new file object; when the block ends without an error, the file replaces
     `path` atomically (a reader sees the old file or the new one, never half of one).
 
     The temporary file is made by `tempfile.mkstemp` in `path`'s folder (so the rename
-    stays on one file system): a new name, opened with O_CREAT | O_EXCL | O_NOFOLLOW, so
-    a file or symlink planted there beforehand is never written through. It gets the
+    stays on one file system): a new name holding the writer's pid (so that the next
+    writer of `path` removes what a process killed while writing left there), opened
+    with O_CREAT | O_EXCL | O_NOFOLLOW, so a file or symlink planted there beforehand is
+    never written through. It gets the
     permissions a plain `open(path, "w")` would give and is removed on any error.
     """
     path = os.fspath(path)
     folder, name = os.path.split(os.path.abspath(path))
-    fd, temporary = tempfile.mkstemp(dir=folder, prefix=f".{name}.", suffix=".tmp")
+    _remove_orphans(folder, name)
+    fd, temporary = tempfile.mkstemp(dir=folder, prefix=f".{name}.{os.getpid()}.",
+                                     suffix=".tmp")
     try:
         if hasattr(os, "fchmod"):
             os.fchmod(fd, 0o666 & ~_umask())

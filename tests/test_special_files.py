@@ -150,3 +150,34 @@ def test_a_concatenation_of_images_of_different_sizes_is_refused_when_made(image
     with pytest.raises(ValueError, match=r"part 1 .*: \(8, 4, 3\)"):
         kg.sources.concatenate(small, kg.sources.ArraySource(np.zeros((4, 8, 4, 3)),
                                                              labels=["cat"] * 4))
+
+
+def test_what_a_writer_killed_mid_write_left_is_removed_by_the_next_start(image_folder,
+                                                                        tmp_path):
+    """A cache or checkpoint is written to a temporary file renamed into place; a process
+    killed (SIGKILL) before the rename leaves it behind. The next writer of that path
+    removes the files of writers no longer running, and no other file."""
+    import signal
+    import subprocess
+    import sys
+
+    target = tmp_path / "cache.bin"
+    writer = subprocess.Popen([sys.executable, "-c", (
+        "import sys, time\n"
+        "from kerasgen import _atomic\n"
+        "with _atomic.replacing(sys.argv[1]) as f:\n"
+        "    f.write(b'half'); f.flush(); print('writing', flush=True); time.sleep(60)\n"),
+        str(target)], stdout=subprocess.PIPE, text=True)
+    assert writer.stdout.readline().strip() == "writing"
+    left = [n for n in os.listdir(tmp_path) if n.startswith(".cache.bin.")]
+    assert len(left) == 1 and f".{writer.pid}." in left[0]
+    os.kill(writer.pid, signal.SIGKILL)
+    writer.wait(timeout=30)
+    alive = tmp_path / f".cache.bin.{os.getppid()}.x.tmp"  # a writer still running
+    alive.write_bytes(b"")
+    other = tmp_path / ".cache.bin.notes"
+    other.write_bytes(b"")
+    gen = kg.ImageFolderGenerator(image_folder, image_size=8, cache=str(target))
+    assert gen[0][0].shape[1:] == (8, 8, 3)
+    assert sorted(os.listdir(tmp_path)) == sorted(
+        ["cache.bin", alive.name, other.name, "images"])
