@@ -18,7 +18,7 @@ def _umask():
     return mask
 
 
-_CLEANED = set()  # the targets whose orphans this process removed
+_CLEANED: set[tuple[str, str]] = set()  # the targets whose orphans this process removed
 
 
 def _remove_orphans(folder, name):

@@ -103,7 +103,7 @@ def check_intact(data, name):
     """Raises ValueError naming `name` when `data` is a JPEG whose data libjpeg reports
     damaged (a scan cut short), which OpenCV decodes without an error."""
     if _jpeg.info(data) is not None:
-        _jpeg.check_intact(data, name)
+        _jpeg.intact(data, name)
 
 
 _PNG_HEAD = b"\x89PNG\r\n\x1a\n\x00\x00\x00\x0dIHDR"  # the signature, then IHDR (13 bytes)

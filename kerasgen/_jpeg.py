@@ -114,14 +114,17 @@ def decode(data: np.ndarray, jpeg: Info, color_mode: str, reduction: int,
     return image if image.shape[:2] == expected else None
 
 
-def check_intact(data: np.ndarray, name: str) -> None:
-    """Raises ValueError naming `name` when libjpeg reports damaged data in the JPEG
-    `data` (decoded at 1/8 scale, the cheapest libjpeg-turbo offers: the entropy-coded
-    data is read whole). For pixels another decoder made."""
+def intact(data: np.ndarray, name: str) -> bool:
+    """Whether libjpeg reads the JPEG `data` without a warning (decoded at 1/8 scale,
+    the cheapest libjpeg-turbo offers: the entropy-coded data is read whole); raises
+    ValueError naming `name` when it reports damaged data. For pixels another decoder
+    makes, which would not say so."""
     try:
         simplejpeg.decode_jpeg(data, colorspace="GRAY", min_factor=8, strict=True)
     except ValueError as error:
         raise_if_damaged(error, name)
+        return False
+    return True
 
 
 def raise_if_damaged(error: ValueError, name: str) -> None:

@@ -287,12 +287,15 @@ def _no_images_message(directory):
             f"{', '.join(IMAGE_EXTENSIONS)}.")
 
 
-def validation_subset(class_ids, num_samples, validation_split, subset, seed):
+def validation_subset(class_ids, num_samples, validation_split, subset, seed, files=None,
+                      describe=None):
     """Indices of `subset` ("training" | "validation") of a seeded split.
 
     The split is stratified by class: each class gives round(split * count) samples
     to validation. The two subsets never overlap and together hold every sample;
-    generators built with the same seed agree on it.
+    generators built with the same seed agree on it. With `files` (one path per sample),
+    the rows of a file listed more than once all go where its first row goes, with a
+    warning naming it (`describe(i)` names row i): no file is in both subsets.
     """
     if validation_split is None and subset is None:
         return None
@@ -318,6 +321,8 @@ def validation_subset(class_ids, num_samples, validation_split, subset, seed):
         members = np.flatnonzero(groups == group)
         take = int(round(validation_split * len(members)))
         validation[rng.permutation(members)[:take]] = True
+    if files is not None:
+        validation = _by_file(validation, files, describe)
     chosen = validation if subset == "validation" else ~validation
     indices = np.flatnonzero(chosen)
     if not len(indices):
@@ -326,6 +331,25 @@ def validation_subset(class_ids, num_samples, validation_split, subset, seed):
             f"{num_samples} samples. Use a validation_split that leaves samples on both sides."
         )
     return indices
+
+
+def _by_file(validation, files, describe):
+    """`validation` with every row of a file following the file's first row; a warning
+    names the files listed more than once."""
+    first = {}
+    owner = np.asarray([first.setdefault(os.path.normpath(f), i) for i, f in enumerate(files)])
+    repeated = np.flatnonzero(owner != np.arange(len(files)))
+    if not len(repeated):
+        return validation
+    shown = "; ".join(f"{describe(int(i)) if describe else files[i]} repeats "
+                      f"{describe(int(owner[i])) if describe else 'an earlier row'}"
+                      for i in repeated[:3])
+    warnings.warn(
+        f"{len(repeated)} row{'s' if len(repeated) > 1 else ''} name a file listed before "
+        f"({shown}{' ...' if len(repeated) > 3 else ''}): each file's rows are put in one "
+        "subset of the validation split, that of its first row, so that no file is in "
+        "both.", stacklevel=5)
+    return validation[owner]
 
 
 class Table:

@@ -540,7 +540,7 @@ class CSVGenerator(_ImageFileGenerator):
                 names = y_cols
         keep, names, num_classes = _split(
             labels, len(paths), label_mode, names, num_classes, validation_split, subset,
-            seed, lambda i: f"{paths[i]} ({table.describe(i)})")
+            seed, lambda i: f"{paths[i]} ({table.describe(i)})", files=paths)
         if keep is not None:
             table.subset(keep)
             paths, masks, labels = (_rows(v, keep) for v in (paths, masks, labels))
@@ -648,7 +648,7 @@ def _csv_labels(table, y_cols, label_mode, delimiter, class_names=None, num_clas
 
 
 def _split(labels, num_rows, label_mode, class_names, num_classes, validation_split,
-           subset, seed, describe):
+           subset, seed, describe, files=None):
     """(rows kept or None, class_names, num_classes) for a `validation_split` of a table:
     the folder's seeded, stratified split (`listing.validation_subset`), with the classes
     inferred from every row before splitting, so that the training and validation
@@ -657,7 +657,7 @@ def _split(labels, num_rows, label_mode, class_names, num_classes, validation_sp
         return None, class_names, num_classes
     targets = labels_mod.encode(labels, label_mode, class_names, num_classes, describe)
     keep = listing.validation_subset(targets.class_ids, num_rows, validation_split, subset,
-                                     seed)
+                                     seed, files=files, describe=describe)
     return keep, targets.class_names, targets.num_classes
 
 

@@ -317,11 +317,12 @@ class ImageLoader:
             try:
                 data = (images.read_file(self.file_paths[index], self.root) if self.read is None
                         else np.frombuffer(self.read(index), np.uint8))
-                size = images.jpeg_size(data)
-                if size is None:
-                    continue  # not a JPEG: OpenCV's
-                images.check_pixels(size, self.max_pixels, self.file_paths[index])
-                _jpeg.check_intact(data, self.file_paths[index])  # nvImageCodec would not
+                jpeg = _jpeg.info(data)
+                if jpeg is None or jpeg.components == 4:
+                    continue  # not a JPEG, or CMYK (nvImageCodec's differ by 1): OpenCV's
+                images.check_pixels(jpeg.size, self.max_pixels, self.file_paths[index])
+                if not _jpeg.intact(data, self.file_paths[index]):
+                    continue  # a warning nvImageCodec would print: OpenCV decides
             except (ValueError, FileNotFoundError):
                 continue
             rows.append(k)

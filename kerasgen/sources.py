@@ -359,10 +359,49 @@ def _named_labels(part: Any) -> tuple[Any, list[str] | None]:
         labels, names = part.source.labels, part.source.class_names
     if labels is None or names is None:
         return labels, None if names is None else list(names)
-    array = labels if isinstance(labels, np.ndarray) else np.asarray(labels, dtype=object)
-    if array.ndim == 1 and array.dtype.kind in "iu":
-        return [names[int(i)] for i in array], list(names)
+    ids = _class_ids(labels)
+    if ids is not None:
+        if len(ids) and (ids.min() < 0 or ids.max() >= len(names)):
+            raise ValueError(
+                f"A part's labels must be class ids of its {len(names)} class names "
+                f"{list(names)}. Received: ids from {ids.min()} to {ids.max()}.")
+        return [names[int(i)] for i in ids], list(names)
     return labels, list(names)
+
+
+def _class_ids(labels: Any) -> np.ndarray | None:
+    """`labels` as an int64 array when they are integer class ids, one per sample, in
+    any form (an array, a list or tuple of Python or NumPy integers); else None (names,
+    lists of labels per sample, targets)."""
+    if isinstance(labels, np.ndarray):
+        return labels.astype(np.int64) if labels.ndim == 1 and labels.dtype.kind in "iu" \
+            else None
+    values = list(labels)
+    if values and all(isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_))
+                      for v in values):
+        return np.asarray(values, dtype=np.int64)
+    return None
+
+
+_GENERATOR_OPTIONS = ("augment", "batch_augment", "sampler", "sample_weight")
+
+
+def _refuse_dropped_options(parts: Sequence[Any]) -> None:
+    """A composition takes each part's source (its samples and labels): a part that is
+    a generator with options of its own (augmentation, a sampler, sample weights) is
+    refused, naming them, rather than training without them."""
+    for k, part in enumerate(parts):
+        if not hasattr(part, "source"):
+            continue
+        given = [name for name in _GENERATOR_OPTIONS if getattr(part, name, None) is not None]
+        if given:
+            shown = ", ".join(f"{name}=" for name in given)
+            raise ValueError(
+                f"Part {k} of the composition is a generator with {shown} of its own, "
+                "which a composition would drop: it takes each part's source (samples and "
+                "labels) only. Pass them to the generator over the composition "
+                "(kg.Generator(source=kg.sources.concatenate(...), augment=..., "
+                "sample_weight=np.concatenate([...]))), or build the part without them.")
 
 
 def _check_columns(named: list[tuple[Any, list[str] | None]]) -> None:
@@ -389,6 +428,7 @@ class ConcatSource:
     def __init__(self, parts: Sequence[Any]) -> None:
         if len(parts) < 2:
             _checks.fail("sources", "two sources or more", list(parts))
+        _refuse_dropped_options(parts)
         self.parts = [check(source_of(part)) for part in parts]
         self.starts = np.cumsum([0] + [len(p) for p in self.parts])
         named = [_named_labels(part) for part in parts]
@@ -567,6 +607,7 @@ class ZipSource:
     def __init__(self, parts: Sequence[Any], names: Sequence[str] | None = None) -> None:
         if len(parts) < 2:
             _checks.fail("sources", "two sources or more", list(parts))
+        _refuse_dropped_options(parts)
         self.parts = [check(source_of(part)) for part in parts]
         self.names = None if names is None else list(names)
         lengths = [len(p) for p in self.parts]

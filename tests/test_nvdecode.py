@@ -277,3 +277,27 @@ def test_tfrecord_jpeg_records_decode_with_it(tmp_path):
     assert sum(calls) == 4  # the JPEG records; the PNG through OpenCV
     with pytest.raises(ValueError, match="`decoder` must be one of"):  # checked up front
         kg.TFRecordGenerator(path, {"label": "int"}, decoder="pillow", verbose=0)
+
+
+def test_cmyk_jpegs_are_opencvs_bit_for_bit_and_bad_ones_print_nothing(photos, capfd):
+    """nvImageCodec's CMYK conversion differs from OpenCV's by 1 in places: CMYK JPEGs
+    go to OpenCV. A JPEG it would fail on (garbage, a scan cut short) never reaches it,
+    so it prints none of its coloured error lines."""
+    from PIL import Image
+
+    pixels = np.random.default_rng(3).integers(0, 256, (40, 60, 3), dtype=np.uint8)
+    Image.fromarray(pixels).convert("CMYK").save(photos / "a" / "cmyk.jpg", quality=90)
+    (photos / "b" / "garbage.jpg").write_bytes(b"\xff\xd8\xff\xe0 not much of a jpeg")
+    common = dict(image_size=(40, 60), cache=None, batch_size=12, shuffle=False,
+                  on_error="skip", verbose=0, seed=0)
+    gen = kg.ImageFolderGenerator(photos, decoder="nvimgcodec", **common)
+    calls = counted(gen)
+    capfd.readouterr()
+    with pytest.warns(UserWarning, match="Skipping an undecodable image"):
+        x, y = gen[0]
+    err = capfd.readouterr().err
+    assert "[ERROR]" not in err and "\x1b[" not in err, err
+    assert sum(calls) == 9  # the 9 good colour JPEGs; not the PNG, the CMYK, the garbage
+    with pytest.warns(UserWarning):
+        expected = kg.ImageFolderGenerator(photos, **common)[0][0]
+    np.testing.assert_array_equal(x, expected)

@@ -2,6 +2,8 @@
 table, concatenation, zip) and train through fit; a generator over another's source
 makes its batches byte for byte."""
 
+import os
+
 import cv2
 import keras
 import numpy as np
@@ -354,3 +356,82 @@ def test_worker_processes_share_the_cache_and_keep_the_source_kind(image_folder)
                           use_multiprocessing=True)
     assert type(shared.source) is type(alone.source) and shared.source is not alone.source
     assert type(shared.source.loader.cache).__name__ == "SharedMemoryCache"
+
+
+@pytest.mark.parametrize("form", [list, tuple, np.asarray, "names"])
+def test_a_concatenation_maps_every_form_of_labels_through_names_in_fit(form):
+    """Parts whose labels are class ids of class_names in different orders: each sample
+    keeps its class, whatever form the ids take (issue 36: a list of ids was merged
+    raw, so one part's dogs became cats). Checked for every sample seen in model.fit."""
+    ids_a, ids_b = [0, 0, 1, 1, 0, 1], [1, 0, 0, 1, 1, 0]
+    names_a, names_b = ["dog", "cat"], ["cat", "dog"]
+
+    def labels(ids, names):
+        return [names[i] for i in ids] if form == "names" else form(ids)
+
+    # x carries the sample's true class in feature 0 (0: cat, 1: dog), its row in feature 1
+    truth_a = [names_a[i] == "dog" for i in ids_a]
+    truth_b = [names_b[i] == "dog" for i in ids_b]
+    x_a = np.stack([truth_a, np.arange(6)], 1).astype("float32")
+    x_b = np.stack([truth_b, 6 + np.arange(6)], 1).astype("float32")
+    part_a = kg.sources.ArraySource(x_a, labels=labels(ids_a, names_a), class_names=names_a)
+    part_b = kg.sources.ArraySource(x_b, labels=labels(ids_b, names_b), class_names=names_b)
+    gen = kg.Generator(source=kg.sources.concatenate(part_a, part_b), batch_size=4, seed=3,
+                       label_mode="int")
+    assert gen.class_names == ["cat", "dog"]
+    seen = []
+
+    class Recording(keras.Model):
+        def train_step(self, data):
+            x, y = data
+            seen.append((x, y))
+            return super().train_step(data)
+
+    inputs = keras.Input((2,))
+    model = Recording(inputs, keras.layers.Dense(2)(inputs))
+    model.compile("sgd", keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+                  run_eagerly=True)
+    model.fit(gen, epochs=2, verbose=0)
+    rows = np.concatenate([np.asarray(x) for x, _ in seen])
+    ys = np.concatenate([np.asarray(y) for _, y in seen])
+    assert len(rows) == 24 and sorted(rows[:12, 1]) == list(range(12))
+    np.testing.assert_array_equal(ys, rows[:, 0].astype(int))  # every label right
+    zipped = kg.sources.zip(part_a, kg.sources.ArraySource(
+        x_a, labels=labels([1 - i for i in ids_a], ["cat", "dog"]), class_names=["cat", "dog"]))
+    assert len(zipped) == 6  # the same labels, written with the other order: equal
+
+
+def test_a_part_with_options_of_its_own_is_refused_not_dropped(image_folder):
+    import albumentations as A
+
+    flips = A.Compose([A.HorizontalFlip(p=1.0)])
+    plain = kg.ImageFolderGenerator(image_folder, image_size=8)
+    for options, named in (({"augment": flips}, "augment="),
+                           ({"sample_weight": np.ones(12)}, "sample_weight="),
+                           ({"sampler": kg.samplers.RandomOverSampler()}, "sampler=")):
+        part = kg.ImageFolderGenerator(image_folder, image_size=8, **options)
+        for compose in (kg.sources.concatenate, kg.sources.zip):
+            with pytest.raises(ValueError, match=rf"Part 1 of the composition is a generator "
+                                                 rf"with {named} of its own, which a "
+                                                 r"composition would drop"):
+                compose(plain, part)
+    both = kg.Generator(source=kg.sources.concatenate(plain, plain), augment=flips,
+                        sample_weight=np.ones(24), batch_size=24, shuffle=False)
+    x, _, w = both[0]  # given to the generator over the composition: kept
+    assert w.shape == (24,) and x.shape == (24, 8, 8, 3)
+
+
+def test_duplicate_csv_rows_never_put_one_file_in_both_subsets(image_folder, tmp_path):
+    rows = [f"{os.path.relpath(p, image_folder)},{os.path.basename(os.path.dirname(p))}"
+            for p in sorted(str(q) for q in image_folder.rglob("*.png"))]
+    table = tmp_path / "dup.csv"
+    table.write_text("filename,label\n" + "\n".join(rows + rows[:4] + rows[:2]) + "\n")
+    common = dict(directory=image_folder, image_size=8, validation_split=0.5, seed=1)
+    with pytest.warns(UserWarning, match=r"6 rows name a file listed before \(.*line \d+.* "
+                                         r"repeats .*line \d+.*\): each file's rows are put "
+                                         r"in one subset"):
+        train = kg.CSVGenerator(table, subset="training", **common)
+    with pytest.warns(UserWarning, match="name a file listed before"):
+        val = kg.CSVGenerator(table, subset="validation", **common)
+    assert not set(train.file_paths) & set(val.file_paths)
+    assert len(train.file_paths) + len(val.file_paths) == len(rows) + 6  # no row lost
