@@ -6,6 +6,9 @@ import threading
 import numpy as np
 
 DTYPES = ("float32", "float16", "uint8", None)
+# The largest integer each float batch dtype holds exactly; a larger integer feature (an
+# SQL column, a TFRecord "int" feature) is refused, never rounded.
+EXACT_INTEGERS = {"float32": 2 ** 24, "float16": 2 ** 11, "float64": 2 ** 53}
 
 
 class BufferPool:
@@ -130,6 +133,83 @@ def convert_into(out, batch, rescale=None):
     else:
         out[...] = batch
     return out
+
+
+def _magnitude(dtype):
+    """The largest magnitude a value of numeric `dtype` can have."""
+    if dtype.kind == "f":
+        return float(np.finfo(dtype).max)
+    if dtype.kind == "b":
+        return 1
+    info = np.iinfo(dtype)
+    return max(-int(info.min), int(info.max))
+
+
+def holds(dtype):
+    """What `dtype` (an integer or float one) holds, in words."""
+    dtype = np.dtype(dtype)
+    if dtype.kind in "iu":
+        info = np.iinfo(dtype)
+        return f"whole numbers from {info.min} to {info.max}"
+    limit = np.finfo(dtype).max
+    return f"values from {-limit:g} to {limit:g}"
+
+
+def fits_always(source, dtype, rescale=None):
+    """Whether every value of dtype `source` converts to `dtype` (times `rescale` for a
+    float dtype) unchanged, or at least into what it was (NaN, inf): no need to look at
+    the values. Only numeric dtypes are judged; any other pair counts as fitting."""
+    source, target = np.dtype(source), np.dtype(dtype)
+    if source.kind not in "biuf" or target.kind not in "iuf":
+        return True
+    if target.kind == "f":
+        scale = 1.0 if rescale is None else abs(float(rescale))
+        return _magnitude(source) * scale <= float(np.finfo(target).max)
+    return bool(np.can_cast(source, target, "safe"))
+
+
+def misfit(values, dtype, rescale=None):
+    """The flat index of the first value of `values` that converting to `dtype` (times
+    `rescale` for a float dtype, as `convert_into` does) would change: out of the
+    dtype's range (a float dtype: finite values that would become inf; NaN and inf stay
+    what they are), or NaN, inf or not whole for an integer dtype; None when every
+    value fits. Free (no pass over the values) when values' dtype always fits."""
+    target = np.dtype(dtype)
+    values = np.asarray(values)
+    if values.size == 0 or fits_always(values.dtype, target, rescale):
+        return None
+    if target.kind == "f":
+        scale = 1.0 if rescale is None else abs(float(rescale))
+        limit = float(np.finfo(target).max) / scale
+        with np.errstate(invalid="ignore"):
+            if values.min() >= -limit and values.max() <= limit:  # NaN: the slow path
+                return None
+            bad = (values < -limit) | (values > limit)
+        if values.dtype.kind == "f":
+            bad &= np.isfinite(values)
+    else:
+        info = np.iinfo(target)
+        low, high = int(info.min), int(info.max)
+        with np.errstate(invalid="ignore"):
+            fits = bool(values.min() >= low and values.max() <= high)
+            if values.dtype.kind == "f":
+                fits = fits and bool(np.equal(np.trunc(values), values).all())
+            if fits:
+                return None
+            bad = ~((values >= low) & (values <= high))
+            if values.dtype.kind == "f":
+                bad |= np.trunc(values) != values
+    if not bad.any():
+        return None
+    return int(np.argmax(bad.ravel()))
+
+
+def became(value, dtype, rescale=None):
+    """What `value` turns into when converted to `dtype` (as `convert_into` does)."""
+    out = np.empty((), np.dtype(dtype))
+    with np.errstate(all="ignore"):
+        convert_into(out, np.asarray(value), rescale)
+    return out.item()
 
 
 def _mix(base, other, lams, dtype):

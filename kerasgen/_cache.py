@@ -70,6 +70,12 @@ def cache_key(file_paths, shape, color_mode, interpolation):
 KEY_BYTES = 64  # a file cache starts with its key, checked by every process opening it
 
 
+def _is_key(text):
+    """Whether `text` (a file's first KEY_BYTES, stripped) is a cache key: a sha256 hex
+    digest, which every kerasgen file cache (of any format) starts with."""
+    return len(text) == KEY_BYTES and all(c in "0123456789abcdef" for c in text)
+
+
 def auto_budget():
     """Bytes cache="auto" may keep in RAM: 1 GiB, or a tenth of the machine's memory when
     that is less."""
@@ -206,13 +212,18 @@ class FileCache(MemoryCache):
         self._sums = None
         self._warned = False
         found = self._stored_key()
+        if found and not _is_key(found):
+            _checks.fail("cache", "a new path or a kerasgen cache file", self.path, hint=(
+                "It is an existing file that is not a kerasgen cache (not one of your "
+                "images, a CSV or a model file, say), which building a cache there would "
+                "overwrite. Give the cache a path of its own"))
         if found == key and os.path.getsize(self.path) == self.size:
             return
         if found == key:
             warnings.warn(f"The cache {self.path} has {os.path.getsize(self.path)} bytes, "
                           f"not the {self.size} it was made with (truncated or changed by "
                           "another program); rebuilding it.", stacklevel=4)
-        elif found is not None:
+        elif found:  # another kerasgen cache (an empty file is simply used)
             warnings.warn(f"The cache {self.path} was made for other files or settings; "
                           "rebuilding it. Give each generator its own cache file.",
                           stacklevel=4)

@@ -11,6 +11,7 @@ augments each sample in the pool's threads, straight into the batch.
 from __future__ import annotations
 
 import copy
+import math
 import numbers
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -24,11 +25,17 @@ from kerasgen.sources import BatchRequest, default_assemble
 
 
 def check_rescale(rescale: Any) -> float | None:
-    """`rescale=` checked: None or a real number."""
-    if rescale is not None and (isinstance(rescale, bool)
-                                or not isinstance(rescale, numbers.Real)):
+    """`rescale=` checked: None or a finite, non-zero real number (NaN, inf or 0 would
+    make every batch NaN, inf or zeros)."""
+    if rescale is None:
+        return None
+    if isinstance(rescale, bool) or not isinstance(rescale, numbers.Real):
         _checks.fail("rescale", "None or a number (1/255, say)", rescale, TypeError)
-    return None if rescale is None else float(rescale)
+    if not math.isfinite(rescale) or rescale == 0:
+        _checks.fail("rescale", "a finite, non-zero number (1/255, say), or None",
+                     rescale, ValueError, "Every pixel is multiplied by it, so every batch "
+                     "would be NaN, inf or zeros.")
+    return float(rescale)
 
 
 class ImageSource:
@@ -102,13 +109,20 @@ class ImageSource:
         self.loader.pace(waited)
 
     def check(self, dtype: str | None) -> None:
-        """Refuses a `rescale` with a batch dtype it cannot apply to."""
+        """Refuses a `rescale` with a batch dtype it cannot apply to, or that would make
+        pixels beyond the dtype's range (inf)."""
         if self.rescale is not None and dtype not in ("float32", "float16"):
             raise ValueError(
                 f"`rescale` applies to float batches only. Received: rescale={self.rescale} "
                 f"with dtype={dtype!r}. Use dtype='float32', or drop rescale and let "
                 "the model rescale (a keras.layers.Rescaling layer)."
             )
+        if dtype is not None and not batching.fits_always(np.uint8, dtype, self.rescale):
+            raise ValueError(
+                f"`rescale` must keep pixels (0 to 255) within dtype={dtype!r} "
+                f"({batching.holds(dtype)}). Received: rescale={self.rescale}, which "
+                f"makes 255 into {batching.became(np.uint8(255), dtype, self.rescale)!r}. "
+                "Use a smaller rescale, or dtype='float32'.")
 
     def validate(self) -> list[str]:
         """Decodes every file once (in parallel, with progress); returns the bad paths."""
@@ -145,6 +159,8 @@ class ImageSource:
                                     None if masks is None else masks[k])
                     for k in range(a, b)]) for pair in part]
             with request.stage("assemble"):
+                for k, (x, _) in enumerate(pairs):
+                    self._check_augmented(x, request, k)
                 assemble = default_assemble(request)
                 out = assemble([x for x, _ in pairs], request.indices)
                 if masks is not None:
@@ -168,13 +184,15 @@ class ImageSource:
                 return request.augment(pixels[row], request.positions[k], masks[row])
 
         def put(k, sample, batch, rescale):
+            if batch is out:
+                self._check_augmented(sample, request, k)
             sample = np.asarray(sample)
             if sample.shape != batch.shape[1:]:  # the error names the sample
                 batching.write(batch, k, sample, lambda: request.describe(int(indices[k])))
             batching.convert_into(batch[k], sample, rescale)
 
         x0, m0 = augmented(*decoded(0, 1), 0, 0)
-        x0 = np.asarray(x0)
+        x0 = self._check_augmented(x0, request, 0)
         out = np.empty((len(indices),) + x0.shape, request.dtype or x0.dtype)
         masks = None if m0 is None else np.empty((len(indices),) + np.shape(m0), np.int32)
 
@@ -193,6 +211,22 @@ class ImageSource:
         if len(indices) > 1:
             loader.in_threads(len(indices) - 1, lambda a, b: chunk(a + 1, b + 1))
         return out, masks
+
+
+    def _check_augmented(self, image: Any, request: BatchRequest, k: int) -> np.ndarray:
+        """Augmented sample k of `request` as an array, refused unless it is an image of
+        color_mode's channels, (height, width, channels)."""
+        array = np.asarray(image) if isinstance(image, np.ndarray) or hasattr(
+            image, "__array__") else None
+        channels = self.loader.sample_shape[-1]
+        if array is None or array.ndim != 3 or array.shape[-1] != channels:
+            got = (f"shape {array.shape}" if array is not None
+                   else f"{type(image).__name__} {image!r:.60}")
+            raise ValueError(
+                f"`augment` must return an image shaped (height, width, {channels}) for "
+                f"color_mode={self.loader.color_mode!r}, as a numpy array. Received: "
+                f"{got} for {request.describe(int(request.indices[k]))}.")
+        return array
 
 
 class Thumbnails:

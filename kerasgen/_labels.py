@@ -23,7 +23,7 @@ def _row_name(describe, i):
 
 
 def _is_missing(value):
-    if value is None:
+    if value is None or type(value).__name__ in ("NAType", "NaTType"):  # pandas' pd.NA, NaT
         return True
     if isinstance(value, numbers.Real) and not isinstance(value, bool):
         return bool(np.isnan(value))
@@ -173,6 +173,23 @@ def _check_no_missing(values, numeric, describe):
         )
 
 
+_MISSING_WORDS = frozenset({"nan", "none", "null", "na", "n/a", "<na>", "nat"})
+
+
+def _warn_missing_words(values, describe):
+    """Warns when class names are words that pandas reads as a missing value ("NaN",
+    "None", "NA"...): most likely an empty label exported as text, now a class."""
+    found = [i for i, v in enumerate(values) if v.strip().lower() in _MISSING_WORDS]
+    if found:
+        i = found[0]
+        warnings.warn(
+            f"{len(found)} label{'s' if len(found) > 1 else ''} read as a missing value "
+            f"elsewhere (pandas reads {values[i]!r} as NaN): {values[i]!r} at "
+            f"{_row_name(describe, i)}{' ...' if len(found) > 1 else ''}. kerasgen keeps "
+            f"it as a class named {values[i]!r}; if the label is missing, fill or drop "
+            "the row.", stacklevel=4)
+
+
 def _check_not_mixed(values, strings):
     """Raises when some labels are class names and others are not (`strings`: which
     are)."""
@@ -261,6 +278,8 @@ def encode_class_labels(values, label_mode, class_names=None, num_classes=None,
     _check_no_missing(values, numeric, describe)
     strings = [False] * len(values) if numeric else [isinstance(v, str) for v in values]
     _check_not_mixed(values, strings)
+    if any(strings):
+        _warn_missing_words(values, describe)
     if len(values) and all(strings):
         ids, names, num_classes = _ids_of_names(values, class_names, num_classes, describe)
     else:
@@ -377,9 +396,12 @@ def encode_raw(values, describe=None):
     if isinstance(values, dict):
         return Targets("raw", raw=values)
     arr = np.asarray(values)
-    if np.issubdtype(arr.dtype, np.floating) and np.isnan(arr).any():
-        i = int(np.flatnonzero(np.isnan(arr.reshape(len(arr), -1)).any(axis=1))[0])
-        raise ValueError(f"Targets must not be NaN. Received: NaN at {_row_name(describe, i)}.")
+    if np.issubdtype(arr.dtype, np.floating) and not np.isfinite(arr).all():
+        bad = ~np.isfinite(arr.reshape(len(arr), -1))
+        i = int(np.flatnonzero(bad.any(axis=1))[0])
+        value = arr.reshape(len(arr), -1)[i][bad[i]][0]
+        raise ValueError(f"Targets must not be NaN or infinite. Received: "
+                         f"{'NaN' if np.isnan(value) else value} at {_row_name(describe, i)}.")
     class_ids = None
     flat = arr[:, 0] if arr.ndim == 2 and arr.shape[1] == 1 else arr
     if flat.ndim == 1 and np.issubdtype(flat.dtype, np.integer):
@@ -526,12 +548,10 @@ def _text(value):
 
 
 def _missing_cell(value):
-    """None for an empty cell or NaN, else the value."""
+    """None for an empty cell, NaN or pandas' NA, else the value."""
     if value is None or (isinstance(value, str) and not value.strip()):
         return None
-    if isinstance(value, float) and np.isnan(value):
-        return None
-    return value
+    return None if _is_missing(value) else value
 
 
 def _where(describe, i):

@@ -288,12 +288,13 @@ def _no_images_message(directory):
 
 
 def validation_subset(class_ids, num_samples, validation_split, subset, seed, files=None,
-                      describe=None):
+                      describe=None, class_names=None):
     """Indices of `subset` ("training" | "validation") of a seeded split.
 
     The split is stratified by class: each class gives round(split * count) samples
     to validation. The two subsets never overlap and together hold every sample;
-    generators built with the same seed agree on it. With `files` (one path per sample),
+    generators built with the same seed agree on it. A class left without a sample in
+    `subset` is warned of, named by `class_names`. With `files` (one path per sample),
     the rows of a file listed more than once all go where its first row goes, with a
     warning naming it (`describe(i)` names row i): no file is in both subsets.
     """
@@ -325,12 +326,33 @@ def validation_subset(class_ids, num_samples, validation_split, subset, seed, fi
         validation = _by_file(validation, files, describe)
     chosen = validation if subset == "validation" else ~validation
     indices = np.flatnonzero(chosen)
+    if class_ids is not None and len(indices):
+        _warn_empty_classes(groups, indices, subset, validation_split, class_names)
     if not len(indices):
         raise ValueError(
             f"The {subset} subset is empty with validation_split={validation_split} over "
             f"{num_samples} samples. Use a validation_split that leaves samples on both sides."
         )
     return indices
+
+
+def _warn_empty_classes(groups, indices, subset, validation_split, class_names):
+    """Warns of the classes that have samples but none in `subset` (too few samples for
+    the split), naming them and their counts."""
+    counts = np.bincount(groups)
+    kept = np.bincount(groups[indices], minlength=len(counts))
+    empty = [k for k in range(len(counts)) if counts[k] and not kept[k]]
+    if empty:
+        shown = ", ".join(f"{class_names[k] if class_names is not None else k!r} "
+                          f"({counts[k]} sample{'s' if counts[k] > 1 else ''})"
+                          for k in empty[:5])
+        warnings.warn(
+            f"The {subset} subset of validation_split={validation_split} has no sample of "
+            f"{len(empty)} class{'es' if len(empty) > 1 else ''}: {shown}"
+            f"{' ...' if len(empty) > 5 else ''}. The model will "
+            f"{'never train on' if subset == 'training' else 'not be validated on'} "
+            f"{'them' if len(empty) > 1 else 'it'}: add samples, or use a smaller "
+            "validation_split.", stacklevel=5)
 
 
 def _by_file(validation, files, describe):

@@ -12,11 +12,13 @@ batch is a pure function of the source, the seed, the epoch and b.
 
 from __future__ import annotations
 
+import numbers
 import time
 from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
+from kerasgen import _batching as batching
 from kerasgen import _seeding as seeding
 from kerasgen import augment as augment_mod
 
@@ -35,6 +37,82 @@ class BatchHooks(Protocol):
 
     def describe_sample(self, index: int) -> str: ...
 
+    @property
+    def dtype(self) -> str | None: ...
+
+    @property
+    def rescale(self) -> float | None: ...
+
+
+_SAMPLE = "{sample}"  # where an augmentation error names its sample
+
+
+class _Unnamed(Exception):
+    """An error of a sample's augmentation, raised where only the sample's position in
+    the epoch is known; `BatchMaker.make` raises it as `kind`, naming the sample."""
+
+    kind: type[Exception] = ValueError
+
+    def __init__(self, message: str, position: int) -> None:
+        super().__init__(message.replace(_SAMPLE, f"the sample at position {position} "
+                                         "of the epoch"))
+        self.message, self.position = message, position
+
+    def __reduce__(self) -> Any:  # as the plain error it stands for
+        return self.kind, (str(self),)
+
+    def named(self, name: str) -> Exception:
+        return self.kind(self.message.replace(_SAMPLE, name))
+
+
+class _UnnamedValueError(_Unnamed, ValueError):
+    kind = ValueError
+
+
+class _UnnamedTypeError(_Unnamed, TypeError):
+    kind = TypeError
+
+
+def _array_like(value: Any) -> bool:
+    """Whether `value` can be a batch's row (an array, a number, or what converts to an
+    array: a list, a tensor, an image object)."""
+    return isinstance(value, (np.ndarray, np.generic, numbers.Number, str, bytes, list)) or (
+        hasattr(value, "__array__") or hasattr(value, "__array_interface__"))
+
+
+def _shapes(value: Any, position: int) -> Any:
+    """The shapes of an augmented sample (nested as it is: a dict or tuple of arrays);
+    a part that is no array is a TypeError naming `augment`."""
+    if isinstance(value, dict):
+        return {key: _shapes(part, position) for key, part in value.items()}
+    if isinstance(value, tuple):
+        return tuple(_shapes(part, position) for part in value)
+    if not _array_like(value):
+        raise _UnnamedTypeError(
+            "`augment` must return the augmented sample as an array (a numpy.ndarray, "
+            "or a dict or tuple of them, as the sample it gets). Received: "
+            f"{type(value).__name__} {_short(value)} for {_SAMPLE}. Return the new image "
+            "(`return image`), not the result of an in-place operation.", position)
+    shape = getattr(value, "shape", None)
+    return tuple(shape) if shape is not None else np.shape(value)
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _parts(value: Any) -> Any:
+    """The arrays of an augmented sample (a dict or tuple of them, nested)."""
+    if isinstance(value, dict):
+        for part in value.values():
+            yield from _parts(part)
+    elif isinstance(value, tuple):
+        for part in value:
+            yield from _parts(part)
+    elif isinstance(value, (np.ndarray, np.generic)):
+        yield value
+
 
 class BatchMaker:
     """A generator's targets, its stats, its augmentation (`augment`, `batch_augment`,
@@ -47,7 +125,14 @@ class BatchMaker:
                  label_mode: str | None = None, use_multiprocessing: bool = False) -> None:
         self.targets = targets
         self.timings = timings
-        self.sample_augment = None if augment is None else augment_mod.SampleAugment(augment)
+        self.sample_augment = None if augment is None else augment_mod.SampleAugment(
+            augment, with_masks=label_mode == "mask")
+        # the batches' dtype and rescale, which augmented samples must fit (read from
+        # the generator at each batch), and the shapes of the first augmented sample,
+        # which every later one must have
+        self._into: tuple[str | None, float | None] = (None, None)
+        self._shapes: Any = None
+        self._one_shape = True
         self.batch_augment = (None if batch_augment is None
                               else augment_mod.BatchAugment(batch_augment))
         mixing = [type(s).__name__ for s in (self.batch_augment.steps
@@ -83,10 +168,19 @@ class BatchMaker:
         number, indices, partners, lams = order.batch(index)
         start = number * order.batch_size
         positions = np.arange(start, start + len(indices))
-        if partners is None:
-            x, y = hooks.load_batch(indices, positions)
-        else:
-            x, y = hooks.load_batch(indices, positions, partners, lams)
+        if self.sample_augment is not None:
+            self._into = (hooks.dtype, hooks.rescale)
+            self._one_shape = order.batch_size > 1  # batches of one sample may vary
+        try:
+            if partners is None:
+                x, y = hooks.load_batch(indices, positions)
+            else:
+                x, y = hooks.load_batch(indices, positions, partners, lams)
+        except _Unnamed as error:
+            k = error.position - start
+            if not 0 <= k < len(indices):
+                raise
+            raise error.named(hooks.describe_sample(int(indices[k]))) from None
         y = self.targets.for_batch(indices, y, hooks.describe_sample, type(hooks).__name__)
         if self.batch_augment is not None:
             rng = seeding.rng(order.seed, seeding.BATCH_AUGMENT, order.epoch, number)
@@ -103,8 +197,58 @@ class BatchMaker:
             return x, mask
         rng = seeding.rng(seed, seeding.AUGMENT, epoch, position)
         if mask is None:
-            return self.sample_augment(x, rng), None
-        return self.sample_augment(x, rng, mask=mask)
+            out, mask = self.sample_augment(x, rng), None
+        else:
+            pair = self.sample_augment(x, rng, mask=mask)
+            if not (isinstance(pair, tuple) and len(pair) == 2):
+                raise _UnnamedTypeError(
+                    "`augment` must return (image, mask) in mask mode (it is called as "
+                    "fn(image, rng, mask=mask)). Received: "
+                    f"{type(pair).__name__} {_short(pair)} for {_SAMPLE}.", position)
+            out, mask = pair
+        self._check_output(out, mask, position)
+        return out, mask
+
+    def _check_output(self, x: Any, mask: Any, position: int) -> None:
+        """Refuses an augmented sample that is no array, that has another shape than
+        the first sample augmented (unless every batch is one sample: a model of
+        variable input size may take them), or values that the batch's dtype cannot
+        hold."""
+        shapes = (_shapes(x, position), None if mask is None else _shapes(mask, position))
+        if self._shapes is None:
+            self._shapes = shapes
+        elif shapes != self._shapes and self._one_shape:
+            raise _UnnamedValueError(
+                "`augment` must return one shape for every sample, as a batch holds one "
+                f"shape. Received: {_shape_text(shapes)} for {_SAMPLE}, but "
+                f"{_shape_text(self._shapes)} for the first sample it augmented. Crop or "
+                "resize every sample to one size in the augmentation "
+                "(A.RandomResizedCrop(size=...), say).", position)
+        dtype, rescale = self._into
+        if dtype is None:
+            return
+        for part in _parts(x):
+            flat = batching.misfit(part, dtype, rescale)
+            if flat is None:
+                continue
+            value = np.asarray(part).flat[flat]
+            scaled = "" if rescale is None or np.dtype(dtype).kind != "f" else (
+                f" times rescale={rescale}")
+            raise _UnnamedValueError(
+                f"`augment` must return values that batches of dtype={dtype!r} can hold"
+                f"{scaled} ({batching.holds(dtype)}). Received: {value.item()!r} "
+                f"({part.dtype}) in its output for {_SAMPLE}, which the batch would hold "
+                f"as {batching.became(value, dtype, rescale)!r}. Return {dtype} values "
+                "(round and clip them first), or pass a dtype that holds them "
+                "(dtype='float32').", position)
+
+
+def _shape_text(shapes: Any) -> str:
+    """An augmented sample's shapes, (image, mask) or the image's alone, in words."""
+    x, mask = shapes
+    text = f"shape {x}" if isinstance(x, tuple) and all(
+        isinstance(n, (int, type(None))) for n in x) else f"shapes {x}"
+    return text if mask is None else f"{text} with a mask of shape {mask}"
 
 
 def stand_ins(targets: Targets, num_samples: int, seed: int,

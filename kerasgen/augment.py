@@ -70,15 +70,18 @@ class SampleAugment:
     `augment` is an albumentations transform (reseeded per sample through
     `set_random_state`, one private copy per thread) or a callable
     `fn(image, rng) -> image`; in mask mode the callable is called as
-    `fn(image, rng, mask=mask)` and returns `(image, mask)`.
+    `fn(image, rng, mask=mask)` and returns `(image, mask)` (`with_masks`): a callable
+    that cannot be called so is refused here, before any batch.
     """
 
-    def __init__(self, augment: Augment) -> None:
+    def __init__(self, augment: Augment, *, with_masks: bool = False) -> None:
         if not callable(augment):
             _checks.fail("augment", "None, an albumentations transform or a callable "
                          "fn(image, rng) -> image", augment, TypeError)
         self.augment = augment
         self.albumentations = _is_albumentations(augment)
+        if not self.albumentations:
+            _check_signature(augment, with_masks)
         self._local = threading.local()
 
     def _transform(self):
@@ -107,6 +110,28 @@ class SampleAugment:
     def __setstate__(self, state):
         self.__dict__.update(state)
         self._local = threading.local()
+
+
+def _check_signature(augment: Any, with_masks: bool) -> None:
+    """Refuses a callable that cannot be called as augmentation calls it: fn(image, rng)
+    (fn(image, rng, mask=mask) with masks). One whose signature Python cannot read (some
+    builtins and extension types) is taken on trust."""
+    try:
+        signature = inspect.signature(augment)
+    except (TypeError, ValueError):
+        return
+    call = "fn(image, rng, mask=mask) -> (image, mask)" if with_masks else (
+        "fn(image, rng) -> image")
+    try:
+        if with_masks:
+            signature.bind(None, None, mask=None)
+        else:
+            signature.bind(None, None)
+    except TypeError as error:
+        _checks.fail("augment", f"an albumentations transform or a callable {call}, "
+                     "taking the sample and a numpy Generator for its random draws",
+                     augment, TypeError,
+                     f"It cannot be called so: its signature is {signature} ({error}).")
 
 
 class BatchAugment:

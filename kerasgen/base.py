@@ -25,6 +25,7 @@ from kerasgen import _labels as labels_mod
 from kerasgen import _seeding as seeding
 from kerasgen import _stats as stats_mod
 from kerasgen import samplers as samplers_mod
+from kerasgen._image_source import check_rescale
 from kerasgen._typing import BatchAugmentSteps
 
 if TYPE_CHECKING:
@@ -275,7 +276,7 @@ class Generator(PyDataset):
 
     @rescale.setter
     def rescale(self, value: float | None) -> None:
-        self.__dict__["_rescale"] = value
+        self.__dict__["_rescale"] = check_rescale(value)
 
     # ----------------------------------------------------------------- what users read
     @property

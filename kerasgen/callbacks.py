@@ -25,6 +25,29 @@ def _write_json(path, state):
         json.dump(state, f)
 
 
+def _check_path(path):
+    """`path` for a checkpoint, checked before training: a file path (its folder may be
+    missing: it is created) that is no folder or special file, and no existing file
+    other than a checkpoint (writing the state would overwrite it)."""
+    if not isinstance(path, (str, os.PathLike)) or not os.fspath(path):
+        _checks.fail("path", "a file path", path,
+                     TypeError if not isinstance(path, (str, os.PathLike)) else ValueError)
+    path = os.fspath(path)
+    if os.path.isdir(path):
+        _checks.fail("path", "a file name, not a folder", path,
+                     hint=f"Name the file, e.g. {os.path.join(path, 'generator.json')!r}")
+    if os.path.exists(path) and os.path.getsize(path):
+        try:
+            _read_state(path)  # a FIFO or device is refused here too
+        except ValueError as error:
+            raise ValueError(
+                f"`path` must be a new path or a checkpoint GeneratorCheckpoint wrote. "
+                f"Received: path={path!r}, an existing file that is not a generator state "
+                "(a model, a dataset?), which writing the state would overwrite. Give the "
+                "checkpoint a path of its own, or delete the file.") from error
+    return path
+
+
 class GeneratorCheckpoint(keras.callbacks.Callback):
     """Saves the training generator's state to `path` (a small JSON file, no pickle) at
     every epoch's end, and every `every_n_batches` batches when given.
@@ -50,7 +73,10 @@ class GeneratorCheckpoint(keras.callbacks.Callback):
     def __init__(self, path: StrPath, every_n_batches: int | None = None,
                  generator: Generator | None = None) -> None:
         super().__init__()
-        self.path = os.fspath(path)
+        self.path = _check_path(path)
+        if generator is not None and not hasattr(generator, "get_state"):
+            _checks.fail("generator", "a kerasgen generator (or None: the one training "
+                         "uses)", generator, TypeError)
         self.every_n_batches = (None if every_n_batches is None
                                 else _checks.positive_int("every_n_batches", every_n_batches))
         self.generator = generator
@@ -113,6 +139,8 @@ def _read_state(path):
         except json.JSONDecodeError as error:  # a ValueError subclass; named here
             problem, cause = (f"it is not valid JSON ({error.msg}: line {error.lineno} "
                               f"column {error.colno}; truncated or corrupt)"), error
+        except RecursionError:
+            problem = "it is JSON nested too deeply to be a generator state"
         else:
             if not isinstance(state, dict):
                 problem = (f"it holds a JSON {_JSON_KINDS.get(type(state), 'value')}, not "

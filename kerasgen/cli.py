@@ -86,8 +86,10 @@ def _inspect(args):
                                     label_delimiter=args.label_delimiter or None,
                                     encoding=args.encoding, max_pixels=args.max_pixels)
     print(json.dumps(report, indent=2) if args.json else inspection.format_report(report))
+    for message in report["label_errors"]:  # what the generator would say
+        print(f"kerasgen inspect: {message}", file=sys.stderr)
     if not report["corrupt"]:
-        return 0
+        return 1 if report["label_errors"] else 0
     missing = sum(c.get("problem") == "missing" for c in report["corrupt"])
     found = " and ".join(inspection.plural(n, f"{what} file") for n, what in
                          ((len(report["corrupt"]) - missing, "corrupt"), (missing, "missing"))
@@ -247,7 +249,7 @@ def _bench(args):
     from kerasgen import inspection
     from kerasgen.loader import usable_cores
 
-    kind = inspection.check_source(args.source)
+    kind = inspection.check_source(args.source, "bench")
     say = (lambda text: print(text, file=sys.stderr, flush=True)) if args.json else (
         lambda text: print(text, flush=True))
     height, width = args.image_size
@@ -311,13 +313,24 @@ def _image_size(text):
 
 
 def _positive(text):
-    """-n: a positive integer."""
+    """-n, --batch-size, --epochs...: a positive integer."""
     try:
         value = int(text)
     except ValueError:
         value = 0
     if value <= 0:
         raise argparse.ArgumentTypeError(f"must be a positive integer, not {text!r}")
+    return value
+
+
+def _non_negative(text):
+    """--seed, --workers: an integer >= 0."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be a non-negative integer, not {text!r}")
     return value
 
 
@@ -351,7 +364,8 @@ def _add_preview(commands, defaults):
     preview.add_argument("-n", type=_positive, default=16, help="number of samples")
     preview.add_argument("--image-size", type=_image_size, default=(128, 128),
                          help=IMAGE_SIZE_HELP)
-    preview.add_argument("--seed", type=int, default=0, help="seed of the order and draws")
+    preview.add_argument("--seed", type=_non_negative, default=0,
+                         help="seed of the order and draws")
     preview.add_argument("--augment", action="store_true",
                          help="apply a typical augmentation (needs albumentations)")
     preview.set_defaults(run=_preview)
@@ -388,18 +402,18 @@ def _add_bench(commands, defaults):
     bench.add_argument("source", help="image folder or CSV file")
     bench.add_argument("--image-size", type=_image_size, default=(224, 224),
                        help=IMAGE_SIZE_HELP)
-    bench.add_argument("--batch-size", type=int, default=32, help="samples per batch")
-    bench.add_argument("--workers", type=int, default=1,
+    bench.add_argument("--batch-size", type=_positive, default=32, help="samples per batch")
+    bench.add_argument("--workers", type=_non_negative, default=1,
                        help="worker threads (worker processes with --processes)")
     bench.add_argument("--processes", action="store_true",
                        help="worker processes (use_multiprocessing=True)")
-    bench.add_argument("--decode-threads", type=int, default=None,
+    bench.add_argument("--decode-threads", type=_positive, default=None,
                        help="decode threads per process (None: the cores it may use)")
     bench.add_argument("--cache", default="auto",
                        help="'auto' (the generators' default), 'none', 'memory' or a file path")
     bench.add_argument("--dtype", default="float32", choices=["float32", "float16", "uint8"],
                        help="the batches' dtype (uint8: a quarter of the bytes)")
-    bench.add_argument("--epochs", type=int, default=2,
+    bench.add_argument("--epochs", type=_positive, default=2,
                        help="passes (two or more show the cache at work)")
     bench.add_argument("--x-col", default="filename", help="CSV column of image paths")
     bench.add_argument("--directory", default=None, help="folder CSV paths are relative to")
@@ -446,10 +460,11 @@ def _message(error: BaseException, command: str) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     """Runs the command `argv` names (sys.argv's by default); returns its exit status:
-    0; 1 when `inspect` finds corrupt or missing files; 2 with kerasgen's one message on
-    stderr (no traceback; `--debug` shows it) for a bad argument, file or missing
-    dependency, or any other failure. TensorFlow's start-up log lines are silenced
-    (TF_CPP_MIN_LOG_LEVEL=3 unless set) before anything imports it."""
+    0; 1 when `inspect` finds corrupt or missing files or labels the generators
+    refuse; 2 with kerasgen's one message on stderr (no traceback; `--debug` shows it)
+    for a bad argument, file or missing dependency, or any other failure. TensorFlow's
+    start-up log lines are silenced (TF_CPP_MIN_LOG_LEVEL=3 unless set) before anything
+    imports it."""
     if "tensorflow" not in sys.modules:
         os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
     args = build_parser().parse_args(argv)

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 import numpy as np
 import numpy.typing as npt
 
+from kerasgen import _batching as batching
 from kerasgen import _checks
 from kerasgen import _images as images
 from kerasgen import _listing as listing
@@ -51,6 +52,29 @@ def _check_convertible(array, name, dtype, chunk=4096):
                         from row_error
             raise ValueError(f"`{name}` cannot be converted to dtype={dtype!r}: {error}. "
                              f"Received: {name} of dtype {array.dtype}.") from error
+
+
+def _check_fits(array, name, dtype, rescale=None, chunk=1 << 20):
+    """Refuses, naming the first row at fault, a numeric array with values that batches
+    of `dtype` cannot hold: out of range (wrapped around, or inf in float16), NaN, inf
+    or not whole into an integer dtype. One vectorised pass, `chunk` values at a time;
+    none at all when x's dtype always fits (uint8 into float32, say)."""
+    if batching.fits_always(array.dtype, dtype, rescale):
+        return
+    rows = max(1, chunk // max(1, int(np.prod(array.shape[1:], dtype=np.int64))))
+    for start in range(0, len(array), rows):
+        part = array[start:start + rows]
+        flat = batching.misfit(part, dtype, rescale)
+        if flat is None:
+            continue
+        row, value = start + flat // max(1, part[0].size), part.flat[flat]
+        raise ValueError(
+            f"`{name}` must hold values that dtype={dtype!r} can hold "
+            f"({batching.holds(dtype)}). Received: {name}[{row}] holds {value.item()!r} "
+            f"({name} of dtype {array.dtype}), which batches would turn into "
+            f"{batching.became(value, dtype, rescale)!r}. Scale, round or clip {name} "
+            "first, or pass a dtype that holds it (dtype='float32', or dtype=None to "
+            f"keep {name}'s own).")
 
 
 def _unconvertible(array, name, dtype, row, error):
@@ -102,11 +126,19 @@ class ArrayGenerator(Generator):
         source = _array_source(x, y, label_mode, common)
         super().__init__(source=source, label_mode=label_mode,
                          sample_weight=sample_weight, **common)
+        if self.sample_weight is not None and (y is None or label_mode is None):
+            given = "y=None" if y is None else "label_mode=None"
+            raise ValueError(
+                "`sample_weight` needs labels (`y`): a batch without targets is x alone, "
+                "as Keras reads it, so the weights would be dropped. Received: "
+                f"sample_weight of shape {self.sample_weight.shape} with {given}. Pass "
+                "`y` (and a label_mode other than None), or leave sample_weight out.")
         if self.augment is None and self.dtype is not None:  # batches convert x as it is
             for name, array in (self.x.items() if isinstance(self.x, dict)
                                 else [(None, self.x)]):
-                _check_convertible(array, "x" if name is None else f"x[{name!r}]",
-                                   self.dtype)
+                named = "x" if name is None else f"x[{name!r}]"
+                _check_convertible(array, named, self.dtype)
+                _check_fits(array, named, self.dtype, self.rescale)
 
     @property
     def x(self) -> Any:
@@ -362,7 +394,7 @@ class ImageFolderGenerator(_ImageFileGenerator):
             masks = None
         files_found = len(paths)  # before the split (Keras prints it)
         keep = listing.validation_subset(class_ids, len(paths), validation_split, subset,
-                                         seed)
+                                         seed, class_names=names)
         if keep is not None:
             paths = [paths[i] for i in keep]
             class_ids = None if class_ids is None else class_ids[keep]
@@ -657,7 +689,8 @@ def _split(labels, num_rows, label_mode, class_names, num_classes, validation_sp
         return None, class_names, num_classes
     targets = labels_mod.encode(labels, label_mode, class_names, num_classes, describe)
     keep = listing.validation_subset(targets.class_ids, num_rows, validation_split, subset,
-                                     seed, files=files, describe=describe)
+                                     seed, files=files, describe=describe,
+                                     class_names=targets.class_names)
     return keep, targets.class_names, targets.num_classes
 
 

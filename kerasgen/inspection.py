@@ -5,6 +5,7 @@ from __future__ import annotations
 import collections
 import glob
 import os
+import reprlib
 import warnings
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
@@ -53,11 +54,62 @@ def plural(n: int, word: str, many: str | None = None) -> str:
     return f"{n} {word if n == 1 else many or word + 's'}"
 
 
-def check_source(source: StrPath) -> str:
+SQLITE_MAGIC = b"SQLite format 3\x00"  # the first 16 bytes of every SQLite database
+TFRECORD_EXTENSIONS = (".tfrecord", ".tfrecords", ".tfrec")
+
+
+def _tfrecord_header(head: bytes) -> bool:
+    """Whether `head` starts with a TFRecord record header: an 8-byte length and its
+    masked CRC32C."""
+    if len(head) < 12:
+        return False
+    try:
+        import google_crc32c  # TFRecordGenerator's CRC (the [tfrecord] extra)
+    except ImportError:
+        return False  # the extension alone tells then
+    crc = google_crc32c.value(head[:8])
+    masked = (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF
+    return int.from_bytes(head[8:12], "little") == masked
+
+
+def _other_format(path: str) -> tuple[str, str] | None:
+    """(what, generator) when the file `path` is a TFRecord file or an SQLite database
+    (by its first bytes, or a TFRecord file by its extension), else None."""
+    try:
+        with _checks.open_regular(path, "the file") as f:  # a FIFO would block
+            head = f.read(16)
+    except (OSError, ValueError):  # left to the CSV reader, which names the problem
+        head = b""
+    if head.startswith(SQLITE_MAGIC):
+        return "an SQLite file", "kg.SQLGenerator"
+    if path.lower().endswith(TFRECORD_EXTENSIONS) or _tfrecord_header(head):
+        return "a TFRecord file", "kg.TFRecordGenerator"
+    return None
+
+
+def _check_path(source: Any) -> str:
+    """`source` as a str; anything but a path is a TypeError naming `source`."""
+    if isinstance(source, (str, os.PathLike)):
+        path = os.fspath(source)
+        if isinstance(path, str):
+            return path
+    if type(source).__name__ == "DataFrame":
+        shown = f"a {type(source).__module__.split('.')[0]} DataFrame"
+        hint = (" kg.CSVGenerator takes DataFrames; kg.inspect takes a path: write the "
+                "DataFrame with df.to_csv(path, index=False) and pass that path.")
+    else:
+        shown, hint = reprlib.repr(source), ""
+    raise TypeError(f"`source` must be a path (str or os.PathLike) of an image folder or "
+                    f"CSV file. Received: source={shown}.{hint}")
+
+
+def check_source(source: StrPath, command: str = "inspect") -> str:
     """'folder' or 'csv': what the path `source` is; a path that does not exist is a
     FileNotFoundError saying what was expected there (a glob pattern is left to the
-    CSV reader, which names the pattern)."""
-    path = os.fspath(source)
+    CSV reader, which names the pattern), a TFRecord or SQLite file a ValueError naming
+    the generator that reads it (`command`, the reader: "inspect" or "bench"), and
+    anything but a path a TypeError."""
+    path = _check_path(source)
     if os.path.isdir(path):
         return "folder"
     if not os.path.exists(path) and not glob.has_magic(path):
@@ -66,6 +118,11 @@ def check_source(source: StrPath) -> str:
         raise FileNotFoundError(
             f"`source` must be an existing image folder or CSV file. Received: "
             f"source={path!r} (no such {expected}).")
+    other = _other_format(path) if os.path.isfile(path) else None
+    if other is not None:
+        raise ValueError(
+            f"`source` must be an image folder or a CSV file ({command} reads those "
+            f"only). Received: source={path!r}, {other[0]}: read it with {other[1]}.")
     return "csv"
 
 
@@ -84,27 +141,53 @@ def _folder_files(source, label_mode):
     return paths, [names[i] for i in ids], list(names), found
 
 
+def _label_errors(cells, label_mode, label_delimiter, y_col, describe):
+    """(warnings, errors) of a CSV label column: the checks CSVGenerator runs on it
+    (labels_mod.column_labels, then labels_mod.encode), their warnings recorded and
+    their refusal (a missing label, a class id without a row, a third class for
+    "binary"...) the error. Cells holding the delimiter under a single-label mode,
+    which the generator refuses too, stay a warning: the counts show each combination."""
+    problem = labels_mod.delimiter_problem(cells, label_mode, label_delimiter, y_col,
+                                           describe)
+    found = [] if problem is None else [problem[1]]
+    if label_mode not in labels_mod.CLASS_MODES + ("multi_label",):
+        return found, []
+    delimiter = label_delimiter if label_mode == "multi_label" else None  # warned above
+    errors = []
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            values = labels_mod.column_labels(cells, label_mode, delimiter, y_col, describe)
+            labels_mod.encode(values, label_mode, describe=describe)
+        except ValueError as error:
+            errors.append(str(error))
+    found += [str(w.message) for w in caught if str(w.message) not in found]
+    return found, errors
+
+
 def _files_and_labels(source, x_col, y_col, directory, label_mode, label_delimiter,
                       encoding):
-    """(paths, labels per path or None, every class name of a folder or None, warnings)
-    from a folder or a CSV file. With label_mode="multi_label" each CSV path has a list
-    of labels."""
+    """(paths, labels per path or None, every class name of a folder or None, warnings,
+    label errors) from a folder or a CSV file. With label_mode="multi_label" each CSV
+    path has a list of labels; a missing label is left out of the labels."""
     if check_source(source) == "folder":
-        return _folder_files(os.fspath(source), label_mode)
+        return _folder_files(os.fspath(source), label_mode) + ([],)
     table = listing.Table.read(source, encoding)
     table.column(x_col, "x_col")
+    if label_mode is not None and y_col is not None:
+        table.column(y_col, "y_col")
     paths = listing.resolve_paths(table.columns[x_col], table, directory, True,
                                   table.describe)
-    if label_mode is None or y_col is None or y_col not in table.columns:
-        return paths, None, None, []
+    if label_mode is None or y_col is None:
+        return paths, None, None, [], []
     cells = table.columns[y_col]
-    problem = labels_mod.delimiter_problem(cells, label_mode, label_delimiter, y_col,
-                                           table.describe)
-    found = [] if problem is None else [problem[1]]
+    found, errors = _label_errors(cells, label_mode, label_delimiter, y_col,
+                                  lambda i: f"{paths[i]} ({table.describe(i)})")
+    rows = [labels_mod.split_cell(c, label_delimiter if label_mode == "multi_label"
+                                  else None) for c in cells]
     if label_mode == "multi_label":
-        return paths, [[str(v) for v in labels_mod.split_cell(c, label_delimiter) or []]
-                       for c in cells], None, found
-    return paths, [str(v) for v in cells], None, found
+        return paths, [[str(v) for v in row or []] for row in rows], None, found, errors
+    return paths, [str(c) for c, row in zip(cells, rows) if row], None, found, errors
 
 
 def _class_counts(labels, class_names):
@@ -138,25 +221,28 @@ def inspect(source: StrPath, x_col: str = "filename", y_col: str | None = "label
     `corrupt` lists each with its error and its `problem`, "missing" for a path that
     does not exist (a CSV row's) and "corrupt" otherwise: also files whose header
     declares more than `max_pixels` pixels, which the generators refuse by default, and
-    files that are not regular files), and `warnings` about the labels and the listing
-    (entries left out of a folder).
+    files that are not regular files), `warnings` about the labels and the listing
+    (entries left out of a folder), and `label_errors`: why CSVGenerator would refuse
+    the CSV's labels (a missing label, say), the generator's own message, or [].
 
     A folder is listed as `ImageFolderGenerator(source, label_mode=label_mode)` lists
     it: the same classes, a class folder without images among them (with the
     generator's warning), and without class subfolders the generator's ValueError
     ("No class subfolders in ...") unless `label_mode` is None (unlabeled: every image
     under `source`). A `source` that does not exist is a FileNotFoundError saying what
-    was expected there.
+    was expected there; a TFRecord or SQLite file a ValueError naming the generator that
+    reads it; anything but a path (a DataFrame, None) a TypeError.
 
     For a CSV: `label_mode` "multi_label" counts every label of a cell split at
     `label_delimiter` (a row holds several); any other class mode counts each cell as one
     class, and warns when cells hold the delimiter (a forgotten "multi_label"); None
-    ignores the labels. `encoding` is the CSV file's text encoding.
+    ignores the labels. A `y_col` (unless label_mode is None) or `x_col` the CSV lacks is
+    CSVGenerator's ValueError. `encoding` is the CSV file's text encoding.
     """
     _checks.one_of("label_mode", label_mode, labels_mod.LABEL_MODES)
     max_pixels = images.check_max_pixels(max_pixels)
     labels_mod.check_delimiter(label_delimiter)
-    paths, labels, class_names, found = _files_and_labels(
+    paths, labels, class_names, found, label_errors = _files_and_labels(
         source, x_col, y_col, directory, label_mode, label_delimiter, encoding)
     for message in found:
         warnings.warn(message, stacklevel=2)
@@ -190,6 +276,7 @@ def inspect(source: StrPath, x_col: str = "filename", y_col: str | None = "label
                      "problem": "corrupt" if os.path.exists(path) else "missing"}
                     for path, p in zip(paths, probes) if p[4] is not None],
         "warnings": found,
+        "label_errors": label_errors,
     }
     return report
 
@@ -220,6 +307,7 @@ def format_report(report: Mapping[str, Any]) -> str:
     lines.append("formats: " + ", ".join(f"{k} {v}" for k, v in report["formats"].items()))
     lines.append("channels: " + ", ".join(f"{k}: {v}" for k, v in report["channels"].items()))
     lines += [f"warning: {w}" for w in report.get("warnings", ())]
+    lines += [f"label error: {e}" for e in report.get("label_errors", ())]
     missing = [c for c in report["corrupt"] if c.get("problem") == "missing"]
     corrupt = [c for c in report["corrupt"] if c.get("problem") != "missing"]
     lines.append(f"corrupt files: {len(corrupt)}")

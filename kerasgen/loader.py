@@ -134,6 +134,11 @@ class ImageLoader:
         return self.image_size + (images.COLOR_MODES[self.color_mode],)
 
     def _make_cache(self, cache):
+        if isinstance(cache, str) and cache.strip().lower() in ("none", "memory", "auto"):
+            word = cache.strip().lower()  # "None", "Memory ": the options, not file names
+            cache = None if word == "none" else word
+        if isinstance(cache, str) and not cache.strip():
+            _checks.fail("cache", "'auto', None, 'memory' or a file path", cache)
         if cache is None:
             return None
         if cache == "memory":

@@ -6,15 +6,18 @@ from __future__ import annotations
 
 import numbers
 import os
+import reprlib
 import sqlite3
 import urllib.parse
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, overload
 
 import numpy as np
 
 from kerasgen import _checks
 from kerasgen import _listing as listing
+from kerasgen._batching import DTYPES, EXACT_INTEGERS
+from kerasgen._listing import _check_unique
 from kerasgen._typing import LabelMode, StrPath, Subset
 from kerasgen.generators import ArrayGenerator, CSVGenerator, _csv_labels, _rows, _split
 
@@ -60,13 +63,17 @@ def _read_only(denied):
     return authorize
 
 
+SQLITE_HEADER = b"SQLite format 3\x00"
+
+
 def read_query(db: StrPath, query: str) -> listing.Table:
     """Runs `query` once on the SQLite file `db`; returns a Table.
 
     Nothing on disk can change: the file is opened read-only (URI mode=ro), with
     `PRAGMA query_only`, and an authorizer allows only what a SELECT needs, so ATTACH
     (and VACUUM INTO, which attaches its target), PRAGMA and every write or schema change
-    are refused before they run, naming what was denied."""
+    are refused before they run, naming what was denied. A WAL-mode database is read
+    without creating its -wal and -shm files (see `_open_uri`)."""
     if not isinstance(query, str) or not query.strip():
         _checks.fail("query", "a non-empty SQL string", query, TypeError)
     path = os.fspath(db)
@@ -76,7 +83,68 @@ def read_query(db: StrPath, query: str) -> listing.Table:
     if not os.path.isfile(path):  # SQLite would block on a FIFO
         _checks.fail("db", "a regular SQLite file", path,
                      hint=f"It is {_checks.file_kind(os.stat(path).st_mode)}")
+    for _ in range(3):
+        uri, unchanged = _open_uri(path)
+        names, rows = _run(uri, path, query)
+        if unchanged():
+            break
+    else:
+        raise ValueError(f"`db` changed on disk each time it was read (another process "
+                         f"writes to it): its rows could be a mix of two versions. Read it "
+                         f"when no one writes to it, or read a copy. Received: db={path!r}")
+    _check_unique(names, f"The SQL query {query!r}")
+    if not rows:
+        raise ValueError(f"The SQL query returned no rows from {path}. Received: "
+                         f"query={query!r}")
+    columns = {name: [row[k] for row in rows] for k, name in enumerate(names)}
+    return listing.Table.from_columns(columns, "the query result",
+                                      os.path.dirname(os.path.abspath(path)))
+
+
+def _open_uri(path: str) -> tuple[str, Callable[[], bool]]:
+    """(the read-only URI of the database `path`, a function saying whether what was
+    read through it is the database as it is now).
+
+    SQLite opening a WAL-mode database (even with mode=ro) creates its -wal and -shm
+    files and, read-only, cannot remove them. When no -wal file exists (or an empty one),
+    every committed page is in the database file, so it is opened `immutable=1`, which
+    creates nothing; immutable also means no locks and no change detection, so the read
+    counts only when afterwards the log is still empty and the database file has not
+    changed (else `read_query` reads again). When a -wal file and its -shm index exist
+    (a writer has them open), the log's pages are part of the data: mode=ro reads them;
+    a log without its index is refused, as reading it would create the -shm file."""
+    real = os.path.realpath(path)  # SQLite names the -wal file after the link's target
     uri = f"file:{urllib.parse.quote(os.path.abspath(path))}?mode=ro"
+    with _checks.open_regular(path, "the SQLite database") as f:
+        header = f.read(100)
+    if not (header.startswith(SQLITE_HEADER) and len(header) >= 20
+            and 2 in (header[18], header[19])):  # a rollback-journal database
+        return uri, lambda: True
+    wal, shm = real + "-wal", real + "-shm"
+
+    def log_size() -> int:  # of the -wal file, 0 when there is none
+        return os.stat(wal).st_size if os.path.exists(wal) else 0
+
+    if os.path.exists(shm) and os.path.exists(wal):
+        return uri, lambda: True
+    if log_size():
+        raise ValueError(
+            f"`db` is a WAL-mode SQLite database with a write-ahead log ({wal}) but no "
+            f"{shm} (left by a writer that stopped?): reading it would create that "
+            f"file. Let SQLite fold the log into the database first (open it with "
+            f"sqlite3 and run PRAGMA wal_checkpoint), or read a copy of both files. "
+            f"Received: db={path!r}")
+
+    def stamp() -> tuple[int, ...]:
+        st = os.stat(real)
+        return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns
+
+    before = stamp()
+    return uri + "&immutable=1", lambda: not log_size() and stamp() == before
+
+
+def _run(uri: str, path: str, query: str) -> tuple[list[str], list[Any]]:
+    """(column names, rows) of `query` on the database at `uri` (`path` for messages)."""
     # isolation_level=None: the sqlite3 module issues no BEGIN of its own
     connection = sqlite3.connect(uri, uri=True, isolation_level=None)
     denied: list[str] = []
@@ -101,12 +169,56 @@ def read_query(db: StrPath, query: str) -> listing.Table:
                          f"Received: query={query!r}") from error
     finally:
         connection.close()
-    if not rows:
-        raise ValueError(f"The SQL query returned no rows from {path}. Received: "
-                         f"query={query!r}")
-    columns = {name: [row[k] for row in rows] for k, name in enumerate(names)}
-    return listing.Table.from_columns(columns, "the query result",
-                                      os.path.dirname(os.path.abspath(path)))
+    return names, rows
+
+
+def _refuse_blob_labels(table: listing.Table, y_col: Any, label_mode: Any) -> None:
+    """A ValueError naming the column and the row when a label column holds a BLOB
+    (bytes), which would otherwise become the class "b'...'"."""
+    if label_mode in (None, "mask"):
+        return
+    for name in (list(y_col) if isinstance(y_col, (list, tuple)) else [y_col]):
+        for i, value in enumerate(table.columns.get(name, ())):
+            if isinstance(value, (bytes, bytearray, memoryview)):
+                raise ValueError(
+                    f"Label column {name!r} must hold class names (TEXT) or numbers, not "
+                    f"bytes. Received: the BLOB {reprlib.repr(bytes(value))} at "
+                    f"{table.describe(i)}. Convert it in the query: "
+                    f"CAST(<blob column> AS TEXT) AS {name}.")
+
+
+def _features(table: listing.Table, x_col: Sequence[str], dtype: str | None) -> np.ndarray:
+    """The feature columns `x_col` as one array: float32 (converted to `dtype` in
+    batches), or for dtype=None the columns' own values, int64 when all are INTEGER,
+    else float64. An integer that array (or the batch dtype) would round is refused,
+    naming the column and the row."""
+    rows = list(zip(*(table.columns[c] for c in x_col)))
+    integers = True
+    for i, row in enumerate(rows):
+        for name, value in zip(x_col, row):
+            if not isinstance(value, numbers.Real) or isinstance(value, bool):
+                raise ValueError(f"Feature column {name!r} must hold numbers. Received: "
+                                 f"{value!r} at {table.describe(i)}.")
+            integers = integers and isinstance(value, numbers.Integral)
+    if dtype is None and integers:
+        return np.asarray(rows, dtype="int64")
+    kind = "float64" if dtype is None else dtype
+    limit = EXACT_INTEGERS.get(kind)
+    if limit is not None:
+        for i, row in enumerate(rows):
+            for name, value in zip(x_col, row):
+                if isinstance(value, numbers.Integral) and not -limit <= int(value) <= limit:
+                    keep = ("Pass dtype=None to keep the feature columns' own values "
+                            "(int64 when all of them are INTEGER, float64, exact up to "
+                            "2**53, otherwise)" if dtype is not None else
+                            "Make every feature column INTEGER (with dtype=None, int64)")
+                    raise ValueError(
+                        f"Feature column {name!r} holds {value} at {table.describe(i)}: "
+                        f"feature columns are {kind} in batches (dtype={dtype!r}), which "
+                        f"hold integers exactly only up to 2**{limit.bit_length() - 1}, "
+                        f"so rows would be rounded to equal values. {keep}, leave the "
+                        f"column out of `x_col`, or scale it in the query.")
+    return np.asarray(rows, dtype="float32" if dtype is not None else "float64")
 
 
 @overload
@@ -136,7 +248,10 @@ def SQLGenerator(db: StrPath, query: str, x_col: str | list[str] | tuple[str, ..
     classes of all rows. Bad SQL, missing columns, and a query that would write, ATTACH,
     VACUUM or PRAGMA are errors naming the query (and what SQLite was asked for, or the
     columns it returned); such a query is refused before it runs, so no file is created
-    or changed.
+    or changed (a WAL-mode database included: its -wal and -shm files are not created).
+    A column named twice, a BLOB label and an integer feature the batch dtype would
+    round (beyond 2**24 for float32; dtype=None keeps INTEGER columns as int64) are
+    errors naming the column (and the row).
     """
     if isinstance(x_col, (list, tuple)):
         return SQLFeatureGenerator(db, query, x_col, y_col, **kwargs)
@@ -153,7 +268,9 @@ class SQLImageGenerator(CSVGenerator):
             _checks.fail("x_col", "one column name (of image paths)", x_col, TypeError,
                          hint="For numeric feature columns use SQLFeatureGenerator (or "
                               "SQLGenerator with a list of columns)")
-        super().__init__(read_query(db, query), x_col=x_col, y_col=y_col, **kwargs)
+        table = read_query(db, query)
+        _refuse_blob_labels(table, y_col, kwargs.get("label_mode", "int"))
+        super().__init__(table, x_col=x_col, y_col=y_col, **kwargs)
 
 
 class SQLFeatureGenerator(ArrayGenerator):
@@ -175,18 +292,14 @@ class SQLFeatureGenerator(ArrayGenerator):
         table = read_query(db, query)
         for name in x_col:
             table.column(name, "x_col")
-        rows = list(zip(*(table.columns[c] for c in x_col)))
-        for i, row in enumerate(rows):
-            for name, value in zip(x_col, row):
-                if not isinstance(value, numbers.Real) or isinstance(value, bool):
-                    raise ValueError(f"Feature column {name!r} must hold numbers. Received: "
-                                     f"{value!r} at {table.describe(i)}.")
-        x = np.asarray(rows, dtype="float32")
+        x = _features(table, x_col, _checks.one_of("dtype", kwargs.get("dtype", "float32"),
+                                                   DTYPES))
         y = None
         if label_mode is not None:
             y_cols = list(y_col) if isinstance(y_col, (list, tuple)) else [y_col]
             for name in y_cols:
                 table.column(name, "y_col")
+            _refuse_blob_labels(table, y_cols, label_mode)
             y = _csv_labels(table, y_cols, label_mode, kwargs.pop("label_delimiter", "|"),
                             class_names, num_classes)
         keep, class_names, num_classes = _split(y, len(x), label_mode, class_names,

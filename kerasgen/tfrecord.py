@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import os
 import struct
 import threading
@@ -17,6 +18,7 @@ except ImportError:  # named with the pip command in TFRecordGenerator(...)
     google_crc32c = None  # type: ignore[assignment]
 
 from kerasgen import _checks
+from kerasgen._batching import EXACT_INTEGERS
 from kerasgen._image_source import ImageSource, check_rescale
 from kerasgen.base import Generator
 from kerasgen.loader import DECODERS, ImageLoader
@@ -35,7 +37,7 @@ A_LIST = {"bytes_list": "a bytes_list", "int64_list": "an int64_list",
 SUGGEST = {"bytes_list": "'image' (encoded image bytes) or 'label' (class names)",
            "int64_list": "'int' (or 'label' for one class id)", "float_list": "'float'"}
 PIP = 'pip install "kerasgen3[tfrecord]"'
-FLOAT32_EXACT = 2 ** 24  # larger integers are rounded in float32 batches
+FLOAT32_EXACT = EXACT_INTEGERS["float32"]  # larger integers would be rounded in batches
 
 
 def _import_example():
@@ -354,7 +356,25 @@ class Records:
                 f"{self.paths[number]} is corrupt: the data of record {record} (byte "
                 f"{offset - 12}) fails its CRC32C check ({length} bytes). Rewrite the file, "
                 f"or restore an intact copy.")
-        return self._example.FromString(data)
+        try:
+            example = self._example.FromString(data)
+        except Exception as error:
+            # protobuf comes with TensorFlow (and has no type hints)
+            decode_error = importlib.import_module("google.protobuf.message").DecodeError
+            if not isinstance(error, decode_error):
+                raise
+            raise ValueError(self._not_an_example(k, f"it does not parse as one: {error}")) \
+                from error
+        if data and not example.HasField("features"):  # only fields Example lacks
+            raise ValueError(self._not_an_example(k, "it parses, but holds no `features`"))
+        return example
+
+    def _not_an_example(self, k: int, why: str) -> str:
+        where = self.describe(k)
+        return (f"{where[0].upper()}{where[1:]} is not a tf.train.Example ({why}; "
+                f"{self.index[k][2]} bytes). TFRecordGenerator reads files of serialized "
+                f"tf.train.Example records (writer.write(example.SerializeToString())); "
+                f"rewrite the file so, or leave it out of `files`.")
 
     def describe(self, index: int) -> str:
         number, offset, _, record = self.index[index]

@@ -317,3 +317,126 @@ def test_tensorflow_lines_are_dropped_by_the_level_in_effect(level, kept):
     assert result.stdout == f"{level or 3}\n"  # a user's level is kept
     expected = lines if kept is None else kept
     assert result.stderr == "".join(expected) + "from python\n"
+
+
+# --- hostile input: what inspect and the options refuse, as the generators refuse it
+
+def write_listing(path, image_folder, labels, header="filename,label"):
+    """A CSV of the folder's cat images, one row per label in `labels`."""
+    images = sorted((image_folder / "cat").glob("cat_*"))
+    rows = [f"{image},{label}" for image, label in zip(images, labels)]
+    path.write_text("\n".join([header] + rows) + "\n")
+    return path
+
+
+@pytest.mark.parametrize("labels,mode", [(["cat", "", "dog"], "int"),
+                                         (["cat", "dog", "fox"], "binary")])
+def test_inspect_refuses_the_labels_the_generator_refuses(image_folder, tmp_path, labels,
+                                                          mode):
+    listing = write_listing(tmp_path / "t.csv", image_folder, labels)
+    with pytest.raises(ValueError) as refusal:
+        kg.CSVGenerator(listing, image_size=8, label_mode=mode)
+    report = kg.inspect(listing, verbose=0, label_mode=mode)
+    assert report["label_errors"] == [str(refusal.value)]
+    assert "" not in (report["classes"] or {})  # no class without a name
+    result = run("inspect", listing, "--label-mode", mode)
+    assert result.returncode == 1, result.stderr
+    assert f"label error: {refusal.value}" in result.stdout
+    assert result.stderr == f"kerasgen inspect: {refusal.value}\n"
+    fine = run("inspect", write_listing(tmp_path / "ok.csv", image_folder, ["cat", "dog"]))
+    assert fine.returncode == 0 and fine.stderr == "" and "label error" not in fine.stdout
+
+
+def test_inspect_refuses_a_column_the_csv_lacks(image_folder, tmp_path):
+    listing = write_listing(tmp_path / "t.csv", image_folder, ["cat", "dog"])
+    for column, value in (("y_col", "nope"), ("x_col", "path")):
+        with pytest.raises(ValueError) as refusal:
+            kg.CSVGenerator(listing, image_size=8, **{column: value})
+        assert f"`{column}` must name a column of" in str(refusal.value)
+        with pytest.raises(ValueError) as inspected:
+            kg.inspect(listing, verbose=0, **{column: value})
+        assert str(inspected.value) == str(refusal.value)
+        result = run("inspect", listing, f"--{column.replace('_', '-')}", value)
+        assert result.returncode == 2 and result.stderr == (
+            f"kerasgen inspect: {refusal.value}\n")
+    assert kg.inspect(listing, verbose=0, y_col="nope", label_mode=None)["classes"] is None
+
+
+def tfrecord_bytes():
+    """One TFRecord record (a header with a valid CRC, 5 bytes, a footer)."""
+    import struct
+
+    from kerasgen.tfrecord import masked_crc
+
+    length = struct.pack("<Q", 5)
+    return (length + struct.pack("<I", masked_crc(length)) + b"hello"
+            + struct.pack("<I", masked_crc(b"hello")))
+
+
+@pytest.mark.parametrize("name,kind,reader", [
+    ("x.tfrecord", "a TFRecord", "kg.TFRecordGenerator"),
+    ("x.tfrec", "a TFRecord", "kg.TFRecordGenerator"),
+    ("records.bin", "a TFRecord", "kg.TFRecordGenerator"),  # known by its first header
+    ("x.db", "an SQLite", "kg.SQLGenerator")])
+def test_inspect_names_the_generator_of_a_tfrecord_or_sqlite_file(tmp_path, name, kind,
+                                                                  reader):
+    import sqlite3
+
+    path = tmp_path / name
+    if kind == "an SQLite":
+        with sqlite3.connect(path) as db:
+            db.execute("create table t (filename text, label text)")
+        db.close()
+    else:
+        path.write_bytes(tfrecord_bytes() if name.endswith(".bin") else b"\x00" * 3)
+    expected = (f"`source` must be an image folder or a CSV file (inspect reads those only). "
+                f"Received: source={str(path)!r}, {kind} file: read it with {reader}.")
+    with pytest.raises(ValueError) as refusal:
+        kg.inspect(path, verbose=0)
+    assert str(refusal.value) == expected
+    result = run("inspect", path)
+    assert result.returncode == 2 and result.stderr == f"kerasgen inspect: {expected}\n"
+    assert "encoding" not in result.stderr
+
+
+@pytest.mark.parametrize("args,message", [
+    (["bench", "R", "--epochs", "0"], "argument --epochs: must be a positive integer, not '0'"),
+    (["bench", "R", "--batch-size", "0"],
+     "argument --batch-size: must be a positive integer, not '0'"),
+    (["bench", "R", "--batch-size", "many"],
+     "argument --batch-size: must be a positive integer, not 'many'"),
+    (["bench", "R", "--workers", "-1"],
+     "argument --workers: must be a non-negative integer, not '-1'"),
+    (["bench", "R", "--decode-threads", "0"],
+     "argument --decode-threads: must be a positive integer, not '0'"),
+    (["preview", "R", "--seed", "-1"],
+     "argument --seed: must be a non-negative integer, not '-1'"),
+])
+def test_numeric_options_are_refused_before_anything_starts(args, message, capsys,
+                                                            monkeypatch):
+    monkeypatch.setattr(cli, "tensorflow_quiet", lambda: pytest.fail("Keras started"))
+    with pytest.raises(SystemExit) as exit_status:
+        cli.main(args)
+    assert exit_status.value.code == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.splitlines()[-1].endswith(message), err
+
+
+def test_numeric_options_as_typed_at_the_console(image_folder):
+    result = run("preview", image_folder, "--seed", "-1")
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert "argument --seed: must be a non-negative integer, not '-1'" in result.stderr
+    assert cli.build_parser().parse_args(["bench", "R", "--workers", "0"]).workers == 0
+
+
+def test_inspect_names_source_when_it_is_not_a_path(image_folder):
+    import pandas as pd
+
+    with pytest.raises(TypeError, match=r"^`source` must be a path \(str or os\.PathLike\) "
+                       r"of an image folder or CSV file\. Received: source=None\.$"):
+        kg.inspect(None)
+    frame = pd.DataFrame({"filename": [str(image_folder / "cat" / "cat_0.png")],
+                          "label": ["cat"]})
+    with pytest.raises(TypeError, match=r"Received: source=a pandas DataFrame\. "
+                       r"kg\.CSVGenerator takes DataFrames; kg\.inspect takes a path"):
+        kg.inspect(frame)

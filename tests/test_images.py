@@ -158,7 +158,7 @@ def test_file_cache_is_reused_across_runs_and_rebuilt_on_change(image_folder, tm
     for path in reused.file_paths:
         os.rename(path, path + ".moved")
     np.testing.assert_array_equal(reused[0][0], first)  # served from the file, unchanged
-    with pytest.raises(FileNotFoundError, match="`cache` must be a file path"):
+    with pytest.raises(FileNotFoundError, match="`cache` must be a path in an existing folder"):
         write_image(str(tmp_path / "solo" / "a.png"))
         kg.ImageFolderGenerator(tmp_path / "solo", cache=str(tmp_path / "no" / "c.bin"),
                                 label_mode=None)

@@ -94,9 +94,12 @@ def test_bad_class_labels_are_named(bad, match):
         first_y(y=bad, label_mode="int", num_classes=3 if "3" in match else None)
 
 
-def test_nan_in_raw_targets_is_refused():
+def test_nan_or_infinite_raw_targets_are_refused():
     with pytest.raises(ValueError, match="NaN at sample 2"):
         first_y(y=np.array([0.0, 1.0, np.nan, 1.0, 0.0, 1.0]))
+    with pytest.raises(ValueError, match="must not be NaN or infinite. Received: -inf at "
+                                         "sample 4"):
+        first_y(y=np.array([0.0, 1.0, 2.0, 1.0, -np.inf, 1.0]))
 
 
 def test_folder_and_csv_default_to_int_as_keras(image_folder, csv_file):

@@ -1,0 +1,251 @@
+"""Values that batches would silently change are refused, naming what is at fault:
+sample weights without labels, x out of the batch dtype's range, augmentation output that
+the batch cannot hold (values, type, shape), augmentation that cannot be called as
+kerasgen calls it, and a `rescale` that zeroes or NaNs every pixel."""
+
+import functools
+
+import keras
+import numpy as np
+import pytest
+
+import kerasgen as kg
+from tests.conftest import write_image
+
+Y = np.arange(10) % 2
+
+
+def _x(dtype="float32"):
+    return np.zeros((10, 4, 8, 3), dtype)
+
+
+@pytest.fixture
+def tiny_folder(tmp_path):
+    """2 classes of 3 PNG images, 12x16."""
+    root = tmp_path / "tiny"
+    for c, name in enumerate(("cat", "dog")):
+        for i in range(3):
+            write_image(str(root / name / f"{name}_{i}.png"), seed=3 * c + i)
+    return root
+
+
+# ----------------------------------------------------------------- 1. sample_weight
+@pytest.mark.parametrize("y, given", [(None, "y=None"), (Y, "label_mode=None")])
+def test_sample_weight_without_labels_is_refused(y, given):
+    with pytest.raises(ValueError, match=r"`sample_weight` needs labels \(`y`\).*"
+                                         rf"Received: sample_weight of shape \(10,\) with {given}"):
+        kg.ArrayGenerator(_x(), y, sample_weight=np.ones(10), label_mode=None)
+
+
+def test_sample_weight_with_labels_still_comes_third():
+    x, y, w = kg.ArrayGenerator(_x(), Y, sample_weight=np.full(10, 2.0), batch_size=4)[0]
+    assert x.shape == (4, 4, 8, 3) and w.tolist() == [2.0] * 4
+
+
+# ----------------------------------------------------------------- 2. x and dtype
+@pytest.mark.parametrize("value, dtype, source, becomes", [
+    (-100, "uint8", "float32", "156"),       # wraps around
+    (-100, "uint8", "int64", "156"),
+    (300, "uint8", "int32", "44"),
+    (0.5, "uint8", "float32", "0"),          # not whole
+    (np.nan, "uint8", "float64", "0"),
+    (np.inf, "uint8", "float32", "0"),
+    (1e6, "float16", "float32", "inf"),      # beyond float16's 65504
+    (-7e4, "float16", "int64", "-inf"),
+    (1e300, "float32", "float64", "inf"),
+])
+def test_x_values_the_batch_dtype_cannot_hold_are_refused_naming_the_row(
+        value, dtype, source, becomes):
+    x = _x("float64")
+    x[6, 2, 3, 1] = value
+    x[8, 0, 0, 0] = value  # the first row at fault is named
+    with pytest.raises(ValueError, match=rf"`x` must hold values that dtype='{dtype}' can "
+                                         rf"hold .*Received: x\[6\] holds .*would turn into "
+                                         rf"{becomes}"):
+        kg.ArrayGenerator(x.astype(source), Y, dtype=dtype)
+
+
+def test_x_dict_names_its_key_and_rows_past_the_first_chunk():
+    x = np.zeros((5000, 3), "float32")
+    x[4321, 1] = -1
+    with pytest.raises(ValueError, match=r"`x\['meta'\]` must hold .*x\['meta'\]\[4321\]"):
+        kg.ArrayGenerator({"meta": x, "other": np.zeros((5000, 2))}, np.zeros(5000),
+                          dtype="uint8")
+
+
+def test_x_that_fits_converts_unchanged():
+    x = _x("float64")
+    x[1] = 255.0
+    x[2] = -np.inf  # inf and NaN stay what they are in a float dtype
+    x[3] = np.nan
+    gen = kg.ArrayGenerator(x[:2], Y[:2], dtype="uint8", shuffle=False)
+    assert gen[0][0].max() == 255 and gen[0][0].dtype == np.uint8
+    half = kg.ArrayGenerator(x, Y, dtype="float16", shuffle=False, batch_size=10)[0][0]
+    assert np.isneginf(half[2]).all() and np.isnan(half[3]).all()
+    kg.ArrayGenerator(np.full((2, 3), -65504), Y[:2], dtype="float16")  # ints in range
+
+
+# ----------------------------------------------------------------- 3. augment's values
+@pytest.mark.parametrize("augment, becomes", [
+    (lambda im, rng: im / 255.0, "0"),
+    (lambda im, rng: im.astype("int64") * 4, "[0-9]+"),
+])
+def test_augment_values_the_uint8_batch_cannot_hold_name_augment_and_the_file(
+        tiny_folder, augment, becomes):
+    gen = kg.ImageFolderGenerator(tiny_folder, image_size=(4, 8), batch_size=6,
+                                  shuffle=False, dtype="uint8", augment=augment)
+    with pytest.raises(ValueError, match=rf"`augment` must return values that batches of "
+                                         rf"dtype='uint8' can hold .*in its output for "
+                                         rf".*cat_0\.png, which the batch would hold as "
+                                         rf"{becomes}"):
+        gen[0]
+
+
+def test_augment_values_beyond_float16_name_augment_and_the_sample():
+    x = _x()
+    x[3] = 1.0
+    gen = kg.ArrayGenerator(x, Y, dtype="float16", shuffle=False,
+                            augment=lambda s, rng: s * 1e5)
+    with pytest.raises(ValueError, match=r"`augment` must return .*dtype='float16'.*"
+                                         r"for sample 3, which the batch would hold as inf"):
+        gen[0]
+
+
+def test_augment_output_that_fits_is_kept(tiny_folder):
+    gen = kg.ImageFolderGenerator(tiny_folder, image_size=(4, 8), batch_size=6,
+                                  shuffle=False, dtype="uint8",
+                                  augment=lambda im, rng: np.rint(im / 2.0))  # whole floats
+    plain = kg.ImageFolderGenerator(tiny_folder, image_size=(4, 8), batch_size=6,
+                                    shuffle=False, dtype="uint8")
+    assert np.array_equal(gen[0][0], np.rint(plain[0][0] / 2.0).astype(np.uint8))
+    rescaled = kg.ImageFolderGenerator(tiny_folder, image_size=(4, 8), batch_size=6,
+                                       shuffle=False, dtype="float16", rescale=1 / 255,
+                                       augment=lambda im, rng: im.astype("float32") * 200)
+    assert np.isfinite(rescaled[0][0]).all()
+
+
+def test_augment_values_are_refused_through_fit(tiny_folder):
+    gen = kg.ImageFolderGenerator(tiny_folder, image_size=(4, 8), batch_size=3, seed=0,
+                                  dtype="uint8", augment=lambda im, rng: im / 255.0)
+    model = keras.Sequential([keras.Input((4, 8, 3)), keras.layers.Rescaling(1 / 255),
+                              keras.layers.Flatten(), keras.layers.Dense(2)])
+    model.compile("sgd", keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    with pytest.raises(ValueError, match=r"`augment` must return values that batches of "
+                                         r"dtype='uint8' can hold.*\.png"):
+        model.fit(gen, epochs=1, verbose=0)
+
+
+# ----------------------------------------------------------------- 4. augment's shapes
+def test_augment_returning_none_is_a_type_error_naming_augment(tiny_folder):
+    gen = kg.ImageFolderGenerator(tiny_folder, image_size=(4, 8), shuffle=False,
+                                  augment=lambda im, rng: None)
+    with pytest.raises(TypeError, match=r"`augment` must return the augmented sample as an "
+                                        r"array.*Received: NoneType None for .*cat_0\.png"):
+        gen[0]
+    arrays = kg.ArrayGenerator(_x(), Y, augment=lambda s, rng: None, shuffle=False)
+    with pytest.raises(TypeError, match=r"`augment` must return .*for sample 0"):
+        arrays[0]
+
+
+@pytest.mark.parametrize("augment, got", [
+    (lambda im, rng: im[..., 0], r"shape \(4, 8\)"),
+    (lambda im, rng: im[..., :2], r"shape \(4, 8, 2\)"),
+])
+def test_augment_must_return_an_image_of_color_modes_channels(tiny_folder, augment, got):
+    gen = kg.ImageFolderGenerator(tiny_folder, image_size=(4, 8), shuffle=False,
+                                  augment=augment)
+    with pytest.raises(ValueError, match=rf"`augment` must return an image shaped \(height, "
+                                         rf"width, 3\) for color_mode='rgb'.*Received: "
+                                         rf"{got} for .*cat_0\.png"):
+        gen[0]
+
+
+def test_a_crop_of_one_size_is_kept(tiny_folder):
+    gen = kg.ImageFolderGenerator(tiny_folder, image_size=(4, 8), batch_size=4,
+                                  shuffle=False, augment=lambda im, rng: im[:2])
+    assert gen[0][0].shape == (4, 2, 8, 3) and gen[1][0].shape == (2, 2, 8, 3)
+
+
+def test_augment_shapes_must_match_the_first_sample_across_batches(tiny_folder):
+    # (which batch fails depends on which the work-ahead makes first)
+    vary = lambda im, rng: im[:1 + int(rng.integers(3))]  # noqa: E731
+    gen = kg.ImageFolderGenerator(tiny_folder, image_size=(4, 8), batch_size=2,
+                                  shuffle=False, seed=0, augment=vary)
+    assert len({gen.source.load(i).shape for i in range(6)}) == 1  # all loaded alike
+    with pytest.raises(ValueError, match=r"`augment` must return one shape for every "
+                                         r"sample.*Received: shape \(\d, 8, 3\) for "
+                                         r".*\.png, but shape \(\d, 8, 3\) for the first"):
+        for b in range(len(gen)):
+            gen[b]
+    # one sample per batch: a model of variable input size takes them, as before
+    single = kg.ImageFolderGenerator(tiny_folder, image_size=(4, 8), batch_size=1,
+                                     shuffle=False, seed=0, augment=vary)
+    assert len({single[b][0].shape for b in range(len(single))}) > 1
+    arrays = kg.ArrayGenerator(_x(), Y, shuffle=False, batch_size=5,
+                               augment=lambda s, rng: s[:1 + int(rng.integers(3))])
+    with pytest.raises(ValueError, match=r"`augment` must return one shape .*for sample \d"):
+        arrays[0]
+
+
+# ----------------------------------------------------------------- 5. augment's signature
+@pytest.mark.parametrize("augment", [lambda im: im, lambda: 0, lambda im, rng, extra: im])
+def test_augment_that_cannot_take_image_and_rng_is_refused_when_built(tiny_folder, augment):
+    with pytest.raises(TypeError, match=r"`augment` must be .*fn\(image, rng\) -> image"
+                                        r".*its signature is"):
+        kg.ImageFolderGenerator(tiny_folder, image_size=(4, 8), augment=augment)
+    with pytest.raises(TypeError, match=r"`augment` must be"):
+        kg.ArrayGenerator(_x(), Y, augment=augment)
+
+
+def test_mask_mode_augment_must_take_the_mask():
+    masks = np.zeros((10, 4, 8), np.uint8)
+    with pytest.raises(TypeError, match=r"`augment` must be .*fn\(image, rng, mask=mask\)"):
+        kg.ArrayGenerator(_x(), masks, label_mode="mask", augment=lambda im, rng: im)
+    gen = kg.ArrayGenerator(_x(), masks, label_mode="mask",
+                            augment=lambda im, rng, mask: (im, mask))
+    assert gen[0][1].shape == (10, 4, 8)
+    with pytest.raises(TypeError, match=r"`augment` must return \(image, mask\)"):
+        kg.ArrayGenerator(_x(), masks, label_mode="mask",
+                          augment=lambda im, rng, mask: im)[0]
+
+
+class _Flip:
+    def __call__(self, image, rng):
+        return image[:, ::-1]
+
+
+def _scaled(image, rng, factor):
+    return image * factor
+
+
+@pytest.mark.parametrize("augment", [
+    _Flip(), functools.partial(_scaled, factor=1), lambda *args: args[0],
+    lambda image, rng, **options: image, lambda image, rng=None: image,
+])
+def test_every_callable_form_of_augment_still_works(augment):
+    x, y = kg.ArrayGenerator(_x(), Y, augment=augment, batch_size=4)[0]
+    assert x.shape == (4, 4, 8, 3)
+
+
+def test_albumentations_augment_still_works(tiny_folder):
+    A = pytest.importorskip("albumentations")
+    gen = kg.ImageFolderGenerator(tiny_folder, image_size=(4, 8), dtype="uint8",
+                                  augment=A.Compose([A.HorizontalFlip(p=0.5)]))
+    assert gen[0][0].shape == (6, 4, 8, 3)
+
+
+# ----------------------------------------------------------------- 6. rescale
+@pytest.mark.parametrize("rescale", [float("nan"), 0, 0.0, float("inf"), -float("inf")])
+def test_rescale_that_would_zero_or_nan_every_batch_is_refused(tiny_folder, rescale):
+    with pytest.raises(ValueError, match=r"`rescale` must be a finite, non-zero number.*"
+                                         rf"Received: rescale={rescale!r}"):
+        kg.ImageFolderGenerator(tiny_folder, image_size=(4, 8), rescale=rescale)
+
+
+def test_rescale_that_overflows_float16_is_refused(tiny_folder):
+    with pytest.raises(ValueError, match=r"`rescale` must keep pixels .* dtype='float16'.*"
+                                         r"Received: rescale=1000.0, which makes 255 into inf"):
+        kg.ImageFolderGenerator(tiny_folder, image_size=(4, 8), rescale=1000,
+                                dtype="float16")
+    gen = kg.ImageFolderGenerator(tiny_folder, image_size=(4, 8), rescale=-1 / 255)
+    assert (gen[0][0] <= 0).all()
