@@ -15,7 +15,7 @@ rest of that epoch, so no work is wasted twice.
 
 import os
 import threading
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import CancelledError, ThreadPoolExecutor
 
 
 class WorkAhead:
@@ -65,11 +65,21 @@ class WorkAhead:
                             else self._pool().submit(self.make, epoch, ahead))
         if future is not None and self.pace is not None:
             self.pace(not future.done())
-        batch = future.result() if future is not None else self.make(epoch, index)
+        batch = self._result(future, epoch, index)
         if not self._sized:
             self._sized = True
             self.depth = max(1, min(self.depth, self.budget_bytes // max(1, nbytes(batch))))
         return batch
+
+    def _result(self, future, epoch, index):
+        """The batch `future` holds, or made here: where nothing was made ahead, or where
+        a worker dropped it (its processes stopped before making it: CancelledError)."""
+        if future is not None:
+            try:
+                return future.result()
+            except CancelledError:
+                pass
+        return self.make(epoch, index)
 
     def reset(self):
         """Forgets everything made ahead (a new epoch, a restored state)."""

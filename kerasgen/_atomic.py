@@ -36,12 +36,13 @@ def _remove_orphans(folder, name):
         if not (entry.startswith(prefix) and entry.endswith(".tmp")):
             continue
         pid = entry[len(prefix):].split(".", 1)[0]
-        if pid.isdigit() and int(pid) != os.getpid() and not _running(int(pid)):
+        if pid.isdigit() and int(pid) != os.getpid() and not running(int(pid)):
             with contextlib.suppress(OSError):
                 os.unlink(os.path.join(folder, entry))
 
 
-def _running(pid):
+def running(pid):
+    """Whether the process `pid` is running (a process of another user counts)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:

@@ -121,10 +121,21 @@ class Feeding:
         (then the batches after it are queued) or made now."""
         gen = self.generator
         if self.ahead is not None and (not gen.use_multiprocessing or _workers.can_start()):
-            return self.ahead.get(gen.epoch, int(index), num_batches)
+            try:
+                return self.ahead.get(gen.epoch, int(index), num_batches)
+            except BaseException:
+                self._failed()
+                raise
         # here, now: no work-ahead, or inside a daemonic process (a worker of Keras's own
         # pool, driven by hand), which may start no worker process of its own
         return gen.make_batch(index)
+
+    def _failed(self) -> None:
+        """A batch failed (or the wait for it was interrupted): `fit` ends here, so the
+        worker processes end a moment later unless another batch is asked for first
+        (WorkerPool.stop_soon): none is left running for a generator nobody reads."""
+        if self.pool is not None:
+            self.pool.stop_soon()
 
     def forget(self) -> None:
         """Drops the batches made ahead: the epoch, seed or position changed."""

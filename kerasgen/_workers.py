@@ -24,7 +24,21 @@ training process, TensorFlow's or JAX's threads included. Here:
   once nothing holds those arrays (reference counts, as in batching.BufferPool).
 - A worker that dies (killed, out of memory) fails the batches it owed at once, with an
   error naming it, its exit code or signal and the batch: the pipe's end and the
-  process's sentinel wake the receiving thread, no timeout involved.
+  process's sentinel wake the receiving thread, no timeout involved. What it sent before
+  dying is still delivered; nothing is made again, so no pass goes on with a batch
+  missing (the pool stays broken: every later batch fails the same way).
+- What a worker sends that the parent cannot unpickle (an exception whose class needs
+  other arguments to be rebuilt, an object in a batch) fails that batch with an error
+  naming its type and message; the receiving thread never dies, so no caller waits
+  forever for a batch.
+- A batch that fails in the caller (Feeding.get) ends the processes ERROR_IDLE_S seconds
+  later, their queued batches dropped, unless another batch is asked for first: `fit`
+  stops at a failed batch, and leaves no worker behind.
+- The fork server's socket lives in multiprocessing's temporary folder; kerasgen makes
+  that folder itself, as `kerasgen-<pid>-*` (holding a locked file while its process
+  lives), so that one left by a killed process is removed when the next process starts
+  kerasgen's workers (multiprocessing's own `pymp-*` folder would stay forever). The
+  shared memory is anonymous: nothing in /dev/shm outlives a process.
 
 Batch `index` of `epoch` is a pure function of the generator, its seed, the epoch and the
 resume offset, so a task carries just those numbers.
@@ -34,22 +48,35 @@ import contextlib
 import mmap
 import multiprocessing
 import multiprocessing.connection
+import multiprocessing.util
 import os
 import pickle
+import re
+import shutil
 import signal
 import sys
+import tempfile
 import threading
+import time
 import traceback
 import weakref
-from concurrent.futures import Future
+from concurrent.futures import CancelledError, Future
 from multiprocessing import reduction
 
 import numpy as np
 
-from kerasgen import _quiet, _shm
+from kerasgen import _atomic, _quiet, _shm
 
 ALIGN = 64
 IDLE_S = 5.0  # how long worker processes wait for the next epoch (WorkerPool.stop_later)
+ERROR_IDLE_S = 1.0  # how long they wait for another batch after one failed (stop_soon)
+STOP_GRACE_S = 10.0  # how long a stop waits for the batches asked for (then: SIGTERM)
+HURRIED_GRACE_S = 1.0  # the same, when nobody waits for those batches any more
+TEMP_PREFIX = "kerasgen-"  # multiprocessing's temporary folder, as kerasgen makes it
+_OWNER_FILE = "owner.lock"  # locked by the folder's process for as long as it lives
+# the longest folder path that leaves room for "/listener-XXXXXXXX", the fork server's
+# socket, in a Unix socket's 104 bytes (macOS; 108 on Linux), the final NUL included
+_SOCKET_FOLDER_MAX = 104 - 1 - len("/listener-XXXXXXXX")
 # references of a free slot's array in `_Slot.free`: the attribute, getrefcount's argument
 _FREE = 2
 
@@ -60,6 +87,7 @@ def context():
     exist, and each worker is a fork of it: not an import each (5 s with TensorFlow)."""
     if "forkserver" not in multiprocessing.get_all_start_methods():
         return multiprocessing.get_context("spawn")
+    temp_folder()
     ctx = multiprocessing.get_context("forkserver")
     from multiprocessing import forkserver
 
@@ -88,6 +116,102 @@ def can_start():
     return not multiprocessing.current_process().daemon
 
 
+_temp: dict = {}  # this process's folder and the open file that holds its lock
+
+
+def temp_folder():
+    """multiprocessing's temporary folder for this process (where the fork server's socket
+    goes), made by kerasgen as `kerasgen-<pid>-*` when multiprocessing has made none yet,
+    with the folders of dead processes removed first. None where multiprocessing's own
+    (`pymp-*`, made for the caller's own use of it) is already there: kept as it is."""
+    if _temp.get("pid") == os.getpid():
+        return _temp["folder"]
+    config = multiprocessing.current_process()._config
+    folder = None
+    if config.get("tempdir") is None:
+        remove_orphans()
+        folder = _make_temp_folder()
+        if folder is not None:
+            config["tempdir"] = folder
+            multiprocessing.util.Finalize(None, _remove_temp_folder, args=(folder,),
+                                          exitpriority=-100)  # as multiprocessing's own
+    _temp.update(pid=os.getpid(), folder=folder)
+    return folder
+
+
+def _make_temp_folder():
+    """A new `kerasgen-<pid>-*` folder holding this process's locked owner file; None
+    where the temporary folder's path is too long for the fork server's socket in it
+    (multiprocessing's shorter `pymp-*` may still fit)."""
+    folder = tempfile.mkdtemp(prefix=f"{TEMP_PREFIX}{os.getpid()}-")
+    if len(folder) > _SOCKET_FOLDER_MAX:
+        os.rmdir(folder)
+        return None
+    fd = os.open(os.path.join(folder, _OWNER_FILE), os.O_CREAT | os.O_EXCL | os.O_RDWR,
+                 0o600)
+    _lock(fd, wait=True)
+    _temp["lock_fd"] = fd  # open (and locked) until this process ends
+    return folder
+
+
+def _remove_temp_folder(folder):
+    """At exit: the folder goes, as multiprocessing's own would."""
+    config = multiprocessing.current_process()._config
+    if config.get("tempdir") == folder:
+        config["tempdir"] = None
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+def remove_orphans(where=None):
+    """Removes the `kerasgen-<pid>-*` folders in `where` (the temporary folder) of
+    processes that are gone (killed: a normal exit removes its own), and only those:
+    folders of this user whose process no longer runs and whose lock is free (a process
+    of another pid namespace sharing the folder still holds its lock). Returns them."""
+    where = tempfile.gettempdir() if where is None else where
+    pattern = re.compile(rf"{re.escape(TEMP_PREFIX)}(\d+)-")
+    removed = []
+    with contextlib.suppress(OSError):
+        for entry in os.scandir(where):
+            match = pattern.match(entry.name)
+            if match and _orphaned(entry, int(match.group(1))):
+                shutil.rmtree(entry.path, ignore_errors=True)
+                removed.append(entry.path)
+    return removed
+
+
+def _orphaned(entry, pid):
+    try:
+        if not entry.is_dir(follow_symlinks=False) or (
+                entry.stat(follow_symlinks=False).st_uid != os.getuid()):
+            return False
+    except OSError:
+        return False
+    if pid == os.getpid() or _atomic.running(pid):
+        return False
+    try:
+        fd = os.open(os.path.join(entry.path, _OWNER_FILE), os.O_RDONLY | os.O_NOFOLLOW)
+    except FileNotFoundError:
+        return True  # its process died before it made the file
+    except OSError:
+        return False
+    try:
+        return _lock(fd, wait=False)
+    finally:
+        os.close(fd)
+
+
+def _lock(fd, wait):
+    """Takes an exclusive lock of `fd` (released when the process ends, however it ends):
+    False when another process holds it and `wait` is false."""
+    import fcntl  # POSIX: reached only where workers start from a fork server
+
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
+    except BlockingIOError:
+        return False
+    return True
+
+
 class WorkerPool:
     """`count` processes making batches of a copy of `generator` (pickled when they
     start): `submit(epoch, offset, index, seed)` returns a Future of the batch.
@@ -97,8 +221,9 @@ class WorkerPool:
     later unless the next epoch asks for a batch first. So a `fit` keeps its workers from
     epoch to epoch (a start costs a fork, the generator's unpickling and the slots'
     mapping: measured, about 6% of the tutorial CNN's epoch on 2 cores), and none
-    outlives it by more than IDLE_S. The fork server stays. The slots stay from epoch to
-    epoch.
+    outlives it by more than IDLE_S. After a failed batch (`stop_soon()`, from
+    Feeding.get) they end ERROR_IDLE_S seconds later, unless another batch is asked for.
+    The fork server stays. The slots stay from epoch to epoch.
     """
 
     def __init__(self, generator, count):
@@ -106,6 +231,7 @@ class WorkerPool:
         self.payload, self.fds = pickle_generator(generator)
         self.name = type(generator).__name__
         self.lock = threading.Lock()
+        self._ending = threading.Lock()  # held while a crew stops
         self.slots = []
         self.slot_size = 1 << 20  # grown when a batch does not fit
         self.slot_numbers = 0
@@ -126,11 +252,11 @@ class WorkerPool:
         future = Future()
         future.set_running_or_notify_cancel()
         with self.lock:
-            if self._idle is not None:  # a new epoch: the processes go on
+            if self._idle is not None:  # a new epoch, or the next batch: they go on
                 self._idle.cancel()
                 self._idle = None
             if self.broken is not None:
-                future.set_exception(self.broken)
+                future.set_exception(type(self.broken)(*self.broken.args))  # its own copy
                 return future
             if self.crew is None or self.crew.pid != os.getpid():
                 self.crew = _Crew(self)
@@ -139,9 +265,10 @@ class WorkerPool:
             self.crew.send(future, slot, (epoch, offset, index, seed, batch_shuffle))
         return future
 
-    def stop(self, timer=None):
-        """Ends the worker processes (after the batches they were asked for); called by
-        `timer`, only if no batch was asked for since it was set."""
+    def stop(self, timer=None, grace=STOP_GRACE_S):
+        """Ends the worker processes, after the batches they were asked for (those not
+        made within `grace` seconds are dropped: SIGTERM); called by `timer`, only if no
+        batch was asked for since it was set."""
         with self.lock:
             if timer is not None and timer is not self._idle:
                 return
@@ -149,8 +276,9 @@ class WorkerPool:
                 self._idle.cancel()
                 self._idle = None
             crew, self.crew = self.crew, None
-        if crew is not None and crew.pid == os.getpid():
-            crew.stop()
+        with self._ending:  # a stop under way (a timer's) ends before this one returns
+            if crew is not None and crew.pid == os.getpid():
+                crew.stop(HURRIED_GRACE_S if self.broken is not None else grace)
 
     def stop_later(self):
         """Ends the worker processes IDLE_S seconds from now, unless a batch is asked for
@@ -158,12 +286,22 @@ class WorkerPool:
         if self.broken is not None or IDLE_S <= 0:
             self.stop()
             return
+        self._stop_in(IDLE_S, STOP_GRACE_S)
+
+    def stop_soon(self):
+        """A batch failed in the caller: ends the worker processes ERROR_IDLE_S seconds
+        from now, dropping the batches they were making, unless another batch is asked
+        for first (a loop that goes on past a failed batch). On a timer's thread: the
+        caller's error is not held up."""
+        self._stop_in(ERROR_IDLE_S, HURRIED_GRACE_S)
+
+    def _stop_in(self, delay, grace):
         with self.lock:
             if self.crew is None:
                 return
             if self._idle is not None:
                 self._idle.cancel()
-            timer = threading.Timer(IDLE_S, lambda: self.stop(timer))
+            timer = threading.Timer(delay, lambda: self.stop(timer, grace))
             timer.daemon = True
             self._idle = timer
         timer.start()
@@ -297,64 +435,105 @@ class _Crew:
         except OSError:
             pass  # the worker is gone: the receiving thread reports it
 
-    def stop(self):
+    def stop(self, grace=STOP_GRACE_S):
+        """Ends the processes: each makes the batches it was asked for and ends; those
+        still running after `grace` seconds (all together) are terminated, the batches
+        they owed dropped (`_dropped`)."""
         with self.lock:
             self.stopping = True
             for conn in self.conns:
                 with contextlib.suppress(OSError):
                     conn.send(None)
+        deadline = time.monotonic() + grace
         for process in self.processes:
-            process.join(timeout=10)
+            process.join(timeout=max(0.0, deadline - time.monotonic()))
+        for process in self.processes:
             if process.is_alive():
                 process.terminate()
-                process.join(timeout=5)
+        for process in self.processes:
+            process.join(timeout=5)
         self.thread.join(timeout=5)
         for conn in self.conns:
             conn.close()
 
     def _receive(self):
+        """The receiving thread: batches to their futures, a worker's end to the batches
+        it owed. It never ends with a batch unanswered (`_failed`)."""
+        try:
+            self._receive_all()
+        except BaseException as error:  # noqa: BLE001 - no caller may wait forever
+            self._failed(error)
+
+    def _receive_all(self):
         waiting = {conn: k for k, conn in enumerate(self.conns)}
         sentinels = {process.sentinel: k for k, process in enumerate(self.processes)}
         while waiting:
             for ready in multiprocessing.connection.wait(list(waiting) + list(sentinels)):
                 if ready in waiting:
                     worker = waiting[ready]
-                    try:
-                        message = ready.recv()
-                    except (EOFError, OSError):
-                        message = None
-                    if message is not None:
-                        self._deliver(worker, message)
+                    if self._read(worker):
                         continue
-                    del waiting[ready]
-                    self.processes[worker].join(timeout=1)
-                elif ready in sentinels:
-                    worker = sentinels.pop(ready)
+                elif ready in sentinels:  # it ended: what it sent first comes first
+                    worker = sentinels[ready]
+                    conn = self.conns[worker]
+                    while conn in waiting and conn.poll(0) and self._read(worker):
+                        pass
                 else:
                     continue
-                if not self.stopping or self.owed[worker]:
-                    self._died(worker)
+                waiting.pop(self.conns[worker], None)
+                sentinels.pop(self.processes[worker].sentinel, None)
+                self._ended(worker)
+
+    def _read(self, worker):
+        """Delivers the next message of `worker`: False when its pipe has ended."""
+        try:
+            message = self.conns[worker].recv()
+        except (EOFError, OSError):
+            return False
+        self._deliver(worker, message)
+        return True
 
     def _deliver(self, worker, message):
         kind, task_id = message[0], message[1]
         with self.lock:
-            future, slot, task = self.owed[worker].pop(task_id)
+            owed = self.owed[worker].pop(task_id, None)
+        if owed is None:  # already answered (dropped by a stop)
+            return
+        future, slot, _ = owed
         try:
-            if kind == "done":
-                result = _views(slot.array, message[2])
-            elif kind == "pickled":  # it did not fit: later slots are made big enough
-                result = message[2]
-                with contextlib.suppress(ReferenceError):
-                    self.pool.fits(message[3])
-            else:
-                error, trace = message[2], message[3]
-                if hasattr(error, "add_note"):
-                    error.add_note(f"kerasgen worker process traceback:\n{trace}")
-                future.set_exception(error)
-                return
-        finally:
+            result = self._result(kind, message, slot)
+        except Exception as error:  # noqa: BLE001 - the batch's error, for its caller
             slot.busy = False
+            future.set_exception(error)
+            return
+        slot.busy = False
         future.set_result(result)
+
+    def _result(self, kind, message, slot):
+        """The batch a message carries (raised: the batch's error)."""
+        if kind == "done":
+            return _views(slot.array, message[2])
+        if kind == "pickled":  # it did not fit: later slots are made big enough
+            with contextlib.suppress(ReferenceError):
+                self.pool.fits(message[3])
+            return _unpickled(message[2], "its batch")
+        raise _rebuilt(*message[2:])
+
+    def _ended(self, worker):
+        """`worker`'s process has ended: told to (a stop), or not (it died)."""
+        if self.stopping:
+            self._dropped(worker)
+        else:
+            self._died(worker)
+
+    def _dropped(self, worker):
+        """A stopped worker left batches unmade (nobody was waiting for them): each is
+        made where it is asked for, if it is (a CancelledError tells WorkAhead so)."""
+        with self.lock:
+            owed, self.owed[worker] = self.owed[worker], {}
+        for future, slot, _ in owed.values():
+            slot.busy = False
+            future.set_exception(CancelledError())
 
     def _died(self, worker):
         process = self.processes[worker]
@@ -376,6 +555,50 @@ class _Crew:
             future.set_exception(RuntimeError(
                 f"{error} It was making batch {index} of epoch {epoch}."))
 
+    def _failed(self, error):
+        """The receiving thread failed (a message it could not read): every batch owed
+        fails, naming why, and so does every later one. Their slots stay busy: a worker
+        may still be writing them."""
+        broken = RuntimeError(
+            f"kerasgen could not read what the worker processes of {self.name} sent "
+            f"({type(error).__name__}: {error}). Training cannot go on without their "
+            "batches; worker threads (use_multiprocessing=False) avoid the pipe.")
+        with self.lock:
+            owed = [task for tasks in self.owed for task in tasks.values()]
+            self.owed = [{} for _ in self.owed]
+            with contextlib.suppress(ReferenceError):
+                self.pool.broken = broken
+        for future, _, (epoch, _, index, *_) in owed:
+            future.set_exception(RuntimeError(
+                f"{broken} It was waiting for batch {index} of epoch {epoch}."))
+
+
+def _unpickled(data, what):
+    """pickle.loads(data); what cannot be rebuilt here is a RuntimeError naming `what`."""
+    try:
+        return pickle.loads(data)
+    except Exception as error:  # noqa: BLE001 - whatever stops unpickling it
+        raise RuntimeError(
+            f"{what} was made in a kerasgen worker process, but cannot be unpickled in "
+            f"the training process ({type(error).__name__}: {error}).") from None
+
+
+def _rebuilt(data, summary, trace):
+    """The exception a batch raised in a worker (`data`: pickled, or None where it could
+    not be), with the worker's traceback as a note; where it cannot be rebuilt here (its
+    class takes other arguments than its pickle gives, say), a RuntimeError with its
+    type and message."""
+    error = None
+    if data is not None:
+        with contextlib.suppress(Exception):
+            error = pickle.loads(data)
+    if not isinstance(error, BaseException):
+        error = RuntimeError(f"{summary} (raised in a kerasgen worker process; the "
+                             "exception cannot be rebuilt in the training process)")
+    if hasattr(error, "add_note"):
+        error.add_note(f"kerasgen worker process traceback:\n{trace}")
+    return error
+
 
 def _views(memory, layout):
     """The batch described by `layout`, as arrays viewing `memory`."""
@@ -385,8 +608,8 @@ def _views(memory, layout):
         dtype = np.dtype(dtype)
         size = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
         return memory[offset:offset + size].view(dtype).reshape(shape)
-    if kind == "value":
-        return layout[1]
+    if kind == "value":  # pickled apart, so that what cannot be rebuilt fails one batch
+        return _unpickled(layout[1], "a value of its batch")
     if kind == "dict":
         return {key: _views(memory, part) for key, part in layout[1]}
     parts = [_views(memory, part) for part in layout[1]]
@@ -410,7 +633,7 @@ def _layout(batch, offset=0):
             part, offset = _layout(value, offset)
             parts.append(part)
         return ("tuple" if isinstance(batch, tuple) else "list", parts), offset
-    return ("value", batch), offset
+    return ("value", pickle.dumps(batch, protocol=pickle.HIGHEST_PROTOCOL)), offset
 
 
 def _write(memory, batch, layout):
@@ -480,15 +703,23 @@ def _serve(conn):
                 _write(memory, batch, layout)
                 reply = ("done", task_id, layout)
             else:
-                reply = ("pickled", task_id, batch, needed)
+                reply = ("pickled", task_id,
+                         pickle.dumps(batch, protocol=pickle.HIGHEST_PROTOCOL), needed)
         except Exception as error:  # noqa: BLE001 - sent to the caller, which raises it
-            trace = traceback.format_exc()
-            try:
-                pickle.dumps(error)
-            except Exception:  # noqa: BLE001 - whatever stops pickling it
-                error = RuntimeError(f"{type(error).__name__}: {error}")
-            reply = ("error", task_id, error, trace)
+            reply = ("error", task_id) + _error_parts(error)
         try:
             conn.send(reply)
         except OSError:  # the parent is gone (killed, interrupted): end quietly
             return
+
+
+def _error_parts(error):
+    """(pickle or None, "Type: message", traceback) of the exception being handled: the
+    parent rebuilds it from these (`_rebuilt`), or says what it was."""
+    trace = traceback.format_exc()
+    summary = f"{type(error).__name__}: {error}"
+    try:
+        data = pickle.dumps(error, protocol=pickle.HIGHEST_PROTOCOL)
+    except Exception:  # noqa: BLE001 - whatever stops pickling it
+        data = None
+    return data, summary, trace

@@ -309,7 +309,9 @@ def test_a_killed_worker_process_ends_the_epoch_with_an_error_naming_it():
     with pytest.raises(RuntimeError, match=rf"pid {victim}.*killed by signal SIGKILL"):
         for i in range(1, len(gen)):
             gen[i]
-    assert time.perf_counter() - started < 10
+    # a hang guard, not a speed check (measured: well under a second): generous for a
+    # shared, loaded machine
+    assert time.perf_counter() - started < 60
     gen.on_epoch_end()
 
 
@@ -418,7 +420,9 @@ def test_a_killed_worker_process_ends_fit_with_an_error_naming_it():
                                            r"SIGKILL") as caught:
         model.fit(gen, epochs=2, verbose=0, callbacks=[
             keras.callbacks.LambdaCallback(on_train_batch_end=kill_one)])
-    assert time.perf_counter() - killed_at[0] < 10  # from the kill (not fit's start-up)
+    # from the kill (not fit's start-up); a hang guard (Keras's pool waited forever), not
+    # a speed check: measured well under a second, generous for a loaded machine
+    assert time.perf_counter() - killed_at[0] < 60
     assert f"(pid {victims[0]}, worker" in str(caught.value)
     gen.on_epoch_end()
     assert not worker_pids() - before  # the other worker ended too

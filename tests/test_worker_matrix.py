@@ -93,7 +93,7 @@ def test_kerass_adapter_driven_by_hand_serves_or_raises_the_batchs_error(length_
         for _ in adapter.get_numpy_iterator():
             pass
     adapter.on_epoch_end()
-    assert time.perf_counter() - start < 30
+    assert time.perf_counter() - start < 120  # a hang guard (the enqueuer hung), not speed
 
 
 @pytest.mark.timeout(120)
