@@ -2,6 +2,7 @@
 
 import contextlib
 import os
+import re
 import tempfile
 
 
@@ -27,16 +28,17 @@ def _remove_orphans(folder, name):
     if (folder, name) in _CLEANED:
         return
     _CLEANED.add((folder, name))
-    prefix = f".{name}."
+    ours = re.compile(rf"\.{re.escape(name)}\.(\d+)\.[a-z0-9_]{{8}}\.tmp")  # mkstemp's
     try:
         entries = os.listdir(folder)
     except OSError:
         return
     for entry in entries:
-        if not (entry.startswith(prefix) and entry.endswith(".tmp")):
+        match = ours.fullmatch(entry)
+        if match is None:
             continue
-        pid = entry[len(prefix):].split(".", 1)[0]
-        if pid.isdigit() and int(pid) != os.getpid() and not running(int(pid)):
+        pid = match.group(1)
+        if int(pid) != os.getpid() and not running(int(pid)):
             with contextlib.suppress(OSError):
                 os.unlink(os.path.join(folder, entry))
 

@@ -263,8 +263,11 @@ class FileCache(MemoryCache):
         try:
             with _checks.open_regular(self.path, "the cache file") as f:
                 return f.read(KEY_BYTES).decode(errors="replace").strip()
-        except OSError:
+        except FileNotFoundError:
             return None
+        except OSError as error:  # unreadable: not known to be a cache, so not replaced
+            _checks.fail("cache", "a path kerasgen can read and write", self.path,
+                         hint=str(error))
 
     def _check_size(self):
         found = self._mapping.size()  # the mapped file's size now (fstat), not the path's

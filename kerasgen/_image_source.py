@@ -214,19 +214,14 @@ class ImageSource:
 
 
     def _check_augmented(self, image: Any, request: BatchRequest, k: int) -> np.ndarray:
-        """Augmented sample k of `request` as an array, refused unless it is an image of
-        color_mode's channels, (height, width, channels)."""
-        array = np.asarray(image) if isinstance(image, np.ndarray) or hasattr(
-            image, "__array__") else None
-        channels = self.loader.sample_shape[-1]
-        if array is None or array.ndim != 3 or array.shape[-1] != channels:
-            got = (f"shape {array.shape}" if array is not None
-                   else f"{type(image).__name__} {image!r:.60}")
+        """Augmented sample k of `request` as an array, refused unless it is one (any
+        shape: a crop, grey repeated to 3 channels, channels first all go)."""
+        if not (isinstance(image, np.ndarray) or hasattr(image, "__array__")):
             raise ValueError(
-                f"`augment` must return an image shaped (height, width, {channels}) for "
-                f"color_mode={self.loader.color_mode!r}, as a numpy array. Received: "
-                f"{got} for {request.describe(int(request.indices[k]))}.")
-        return array
+                "`augment` must return the augmented image as a numpy array. Received: "
+                f"{type(image).__name__} {image!r:.60} for "
+                f"{request.describe(int(request.indices[k]))}.")
+        return np.asarray(image)
 
 
 class Thumbnails:

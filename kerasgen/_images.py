@@ -286,9 +286,11 @@ def decode_bytes(data, color_mode="rgb", target_size=None, name="image",
     if target_size is not None and color_mode in _REDUCED and jpeg is not None:
         r = reduction(jpeg.size, target_size)
     if jpeg is not None and _jpeg.decodable(jpeg, color_mode):
-        decoded = _jpeg.decode(data, jpeg, color_mode, r, name)
+        decoded = _jpeg.decode(data, jpeg, color_mode, r, name)  # raises for damage
         if decoded is not None:
             return decoded if decoded.ndim == 3 else decoded[:, :, None]
+    elif jpeg is not None:  # OpenCV's (EXIF-rotated, RGBA, CMYK...): checked first
+        _jpeg.intact(data, name)
     flag = _REDUCED[color_mode][r] if r > 1 else {
         "grayscale": cv2.IMREAD_GRAYSCALE, "rgb": _IMREAD_RGB,
         "rgba": cv2.IMREAD_UNCHANGED}[color_mode]

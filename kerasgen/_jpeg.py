@@ -45,25 +45,25 @@ def info(data: np.ndarray) -> Info | None:
     no JPEG or has no frame header before its first scan."""
     if len(data) < 4 or data[0] != 0xFF or data[1] != 0xD8:
         return None
-    i, n, orientation = 2, len(data), None
+    i, n, orientation, frame = 2, len(data), None, None
     while i + 9 < n:
         if data[i] != 0xFF:
-            return None
+            break
         marker = data[i + 1]
         if marker == 0xFF:  # fill byte
             i += 1
             continue
         length = int(data[i + 2]) << 8 | int(data[i + 3])
-        if marker == 0xE1 and orientation is None:
+        if marker == 0xE1 and orientation is None:  # EXIF: before or after the frame
             orientation = _exif_orientation(data[i + 4:i + 2 + length])
-        if marker in _SOF_MARKERS:
-            return Info((int(data[i + 5]) << 8 | int(data[i + 6]),
-                         int(data[i + 7]) << 8 | int(data[i + 8])),
-                        int(marker), int(data[i + 4]), int(data[i + 9]), orientation)
-        if marker == 0xD9 or marker == 0xDA:  # end of image / start of scan: no frame
-            return None
+        if marker in _SOF_MARKERS and frame is None:
+            frame = ((int(data[i + 5]) << 8 | int(data[i + 6]),
+                      int(data[i + 7]) << 8 | int(data[i + 8])),
+                     int(marker), int(data[i + 4]), int(data[i + 9]))
+        if marker == 0xD9 or marker == 0xDA:  # end of image / start of scan
+            break
         i += 2 + length
-    return None
+    return None if frame is None else Info(*frame, orientation)
 
 
 def _exif_orientation(segment: np.ndarray) -> int | None:

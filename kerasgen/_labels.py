@@ -173,13 +173,17 @@ def _check_no_missing(values, numeric, describe):
         )
 
 
-_MISSING_WORDS = frozenset({"nan", "none", "null", "na", "n/a", "<na>", "nat"})
+# pandas' default `na_values` (pandas._libs.parsers.STR_NA_VALUES, case-sensitive), less
+# the empty cell, which is a missing label here too
+_MISSING_WORDS = frozenset({"-1.#IND", "1.#QNAN", "1.#IND", "-1.#QNAN", "#N/A N/A", "#N/A",
+                            "N/A", "n/a", "NA", "<NA>", "#NA", "NULL", "null", "NaN", "-NaN",
+                            "nan", "-nan", "None"})
 
 
 def _warn_missing_words(values, describe):
     """Warns when class names are words that pandas reads as a missing value ("NaN",
     "None", "NA"...): most likely an empty label exported as text, now a class."""
-    found = [i for i, v in enumerate(values) if v.strip().lower() in _MISSING_WORDS]
+    found = [i for i, v in enumerate(values) if v.strip() in _MISSING_WORDS]
     if found:
         i = found[0]
         warnings.warn(

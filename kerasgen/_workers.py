@@ -188,11 +188,13 @@ def _orphaned(entry, pid):
         return False
     if pid == os.getpid() or _atomic.running(pid):
         return False
-    try:
+    try:  # only a folder holding kerasgen's owner file (and the fork server's socket)
+        names = os.listdir(entry.path)
+        if _OWNER_FILE not in names or any(
+                n != _OWNER_FILE and not n.startswith("listener-") for n in names):
+            return False
         fd = os.open(os.path.join(entry.path, _OWNER_FILE), os.O_RDONLY | os.O_NOFOLLOW)
-    except FileNotFoundError:
-        return True  # its process died before it made the file
-    except OSError:
+    except OSError:  # no owner file: not known to be kerasgen's, kept
         return False
     try:
         return _lock(fd, wait=False)
@@ -520,8 +522,11 @@ class _Crew:
         raise _rebuilt(*message[2:])
 
     def _ended(self, worker):
-        """`worker`'s process has ended: told to (a stop), or not (it died)."""
-        if self.stopping:
+        """`worker`'s process has ended: told to (a stop: it exits with 0, or ends by
+        the stop's SIGTERM), or not (it died, also while a stop waited)."""
+        process = self.processes[worker]
+        process.join(timeout=1)
+        if self.stopping and process.exitcode in (0, -signal.SIGTERM):
             self._dropped(worker)
         else:
             self._died(worker)

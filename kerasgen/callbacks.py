@@ -36,9 +36,14 @@ def _check_path(path):
     if os.path.isdir(path):
         _checks.fail("path", "a file name, not a folder", path,
                      hint=f"Name the file, e.g. {os.path.join(path, 'generator.json')!r}")
+    if os.path.exists(path) and not os.path.isfile(path):  # a FIFO, /dev/null: replaced
+        _checks.fail("path", "a regular file or a new name", path,
+                     hint=f"It is {_checks.file_kind(os.stat(path).st_mode)}")
     if os.path.exists(path) and os.path.getsize(path):
         try:
-            _read_state(path)  # a FIFO or device is refused here too
+            state = _read_state(path)
+            if not {"epoch", "batch", "seed"} <= set(state):
+                raise ValueError(f"a JSON object without a state's keys: {sorted(state)[:5]}")
         except ValueError as error:
             raise ValueError(
                 f"`path` must be a new path or a checkpoint GeneratorCheckpoint wrote. "

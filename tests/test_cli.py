@@ -440,3 +440,32 @@ def test_inspect_names_source_when_it_is_not_a_path(image_folder):
     with pytest.raises(TypeError, match=r"Received: source=a pandas DataFrame\. "
                        r"kg\.CSVGenerator takes DataFrames; kg\.inspect takes a path"):
         kg.inspect(frame)
+
+
+def test_inspect_of_a_file_list_without_a_label_column_counts_files(tmp_path, capsys):
+    """A CSV of file names only, and the default y_col: the files are checked and the
+    report says why no class is counted (an error before the fix of the review)."""
+    from .conftest import write_image
+
+    for i in range(2):
+        write_image(str(tmp_path / f"{i}.png"))
+    (tmp_path / "files.csv").write_text("filename\n0.png\n1.png\n")
+    report = kg.inspect(tmp_path / "files.csv", directory=tmp_path, verbose=0)
+    assert report["files"] == 2 and report["classes"] is None
+    assert any("has no column 'label' (the default `y_col`)" in w for w in report["warnings"])
+    with pytest.raises(ValueError, match="`y_col` must"):
+        kg.inspect(tmp_path / "files.csv", directory=tmp_path, y_col="kind", verbose=0)
+
+
+def test_inspect_warns_of_ids_that_leave_a_class_empty_without_failing(tmp_path):
+    """Class ids 0 and 2 need num_classes=3 in the generator, which inspect cannot be
+    told: a warning, not a label error (exit 0)."""
+    from .conftest import write_image
+
+    for i in range(3):
+        write_image(str(tmp_path / f"{i}.png"))
+    (tmp_path / "ids.csv").write_text("filename,label\n0.png,0\n1.png,2\n2.png,2\n")
+    report = kg.inspect(tmp_path / "ids.csv", directory=tmp_path, verbose=0)
+    assert not report["label_errors"]
+    assert any("num_classes" in w for w in report["warnings"])
+    assert cli.main(["inspect", str(tmp_path / "ids.csv"), "--directory", str(tmp_path)]) == 0

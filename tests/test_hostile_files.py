@@ -566,3 +566,47 @@ def test_a_camera_jpegs_harmless_warning_still_decodes(tmp_path):
     expected = cv2.cvtColor(cv2.imdecode(np.fromfile(path, np.uint8), cv2.IMREAD_COLOR),
                             cv2.COLOR_BGR2RGB)
     np.testing.assert_array_equal(decoded, expected)
+
+
+def exif_jpeg(pixels, orientation, after_frame=False):
+    """JPEG bytes of `pixels` with an EXIF Orientation tag, its APP1 segment before the
+    frame header (as cameras write it) or after it (as some tools do)."""
+    from PIL import Image
+    import io
+
+    buffer = io.BytesIO()
+    exif = Image.Image().getexif()
+    exif[0x0112] = orientation
+    Image.fromarray(pixels).save(buffer, "JPEG", exif=exif.tobytes(), quality=95)
+    data = buffer.getvalue()
+    if after_frame:  # move the APP1 segment behind the SOF0 segment
+        a = data.index(b"\xff\xe1")
+        app1 = data[a:a + 2 + int.from_bytes(data[a + 2:a + 4], "big")]
+        rest = data[:a] + data[a + len(app1):]
+        sof = rest.index(b"\xff\xc0")
+        end = sof + 2 + int.from_bytes(rest[sof + 2:sof + 4], "big")
+        data = rest[:end] + app1 + rest[end:]
+    return data
+
+
+@pytest.mark.parametrize("after_frame", [False, True])
+@pytest.mark.parametrize("orientation", [3, 6, 8])
+def test_exif_rotated_jpegs_decode_as_opencv_wherever_the_exif_is(orientation, after_frame):
+    pixels = np.random.default_rng(orientation).integers(0, 256, (24, 40, 3), dtype=np.uint8)
+    data = np.frombuffer(exif_jpeg(pixels, orientation, after_frame), np.uint8)
+    expected = cv2.cvtColor(cv2.imdecode(data, cv2.IMREAD_COLOR), cv2.COLOR_BGR2RGB)
+    np.testing.assert_array_equal(images.decode_bytes(data, "rgb"), expected)
+
+
+@pytest.mark.parametrize("case", ["exif", "rgba"])
+def test_a_damaged_jpeg_that_opencv_decodes_is_still_corrupt(tmp_path, case):
+    """JPEGs that go to OpenCV (EXIF-rotated, color_mode="rgba") are checked by
+    libjpeg-turbo first: a scan cut short is a bad file there too."""
+    pixels = np.random.default_rng(0).integers(0, 256, (48, 64, 3), dtype=np.uint8)
+    good = (exif_jpeg(pixels, 6) if case == "exif"
+            else cv2.imencode(".jpg", pixels)[1].tobytes())
+    data = np.frombuffer(good[: len(good) * 2 // 5] + b"\xff\xd9", np.uint8)
+    assert cv2.imdecode(data, cv2.IMREAD_COLOR) is not None  # OpenCV alone: grey, no error
+    with pytest.raises(ValueError, match=r"Cannot decode x\.jpg: it is corrupt or truncated "
+                                         r"\(libjpeg: 'Corrupt JPEG data: premature end"):
+        images.decode_bytes(data, "rgba" if case == "rgba" else "rgb", name="x.jpg")

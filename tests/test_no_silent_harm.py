@@ -78,6 +78,11 @@ def test_a_checkpoint_pointed_at_a_users_file_is_refused_before_training(tmp_pat
                                          r"overwrite"):
         kg.callbacks.GeneratorCheckpoint(model_file)
     assert model_file.read_bytes() == b"PK\x03\x04 a zipped model"
+    config = tmp_path / "config.json"  # JSON, but not a state
+    config.write_text('{"learning_rate": 0.1}')
+    with pytest.raises(ValueError, match=r"an existing file that is not a generator state"):
+        kg.callbacks.GeneratorCheckpoint(config)
+    assert config.read_text() == '{"learning_rate": 0.1}'
     state = tmp_path / "state.json"  # a checkpoint of an earlier run: taken
     state.write_text(json.dumps(small_gen().get_state()))
     assert kg.callbacks.GeneratorCheckpoint(state).restore(small_gen())["epoch"] == 0
@@ -132,7 +137,7 @@ def test_a_label_that_reads_as_missing_elsewhere_is_warned_of(tmp_path):
                                          r"class"):
         gen = kg.CSVGenerator(table, directory=tmp_path, image_size=8)
     assert gen.class_names == ["NaN", "cat", "dog"]  # kept, as said
-    table.write_text("filename,label\n0.png,cat\n1.png,dog\n2.png,dog\n")
+    table.write_text("filename,label\n0.png,cat\n1.png,none\n2.png,na\n")  # pandas: text
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         kg.CSVGenerator(table, directory=tmp_path, image_size=8)

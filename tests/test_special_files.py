@@ -9,7 +9,6 @@ import gzip
 import os
 import zlib
 
-import keras
 import numpy as np
 import pytest
 
@@ -60,18 +59,15 @@ def test_a_checkpoint_that_is_a_fifo_or_a_device_is_refused_not_read(tmp_path, s
     assert gen.get_state()["epoch"] == 0  # left as it was
 
 
-def test_a_checkpoint_callback_writes_over_a_fifo_without_blocking(tmp_path):
-    """The state is written through a new file renamed into place: the FIFO is replaced,
-    never opened."""
-    path = tmp_path / "state.json"
-    os.mkfifo(path)
-    gen = kg.ArrayGenerator(np.zeros((8, 2), "float32"), np.arange(8) % 2, batch_size=4,
-                            seed=0)
-    model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(2)])
-    model.compile("sgd", keras.losses.SparseCategoricalCrossentropy(from_logits=True))
-    model.fit(gen, epochs=1, verbose=0,
-              callbacks=[kg.callbacks.GeneratorCheckpoint(path, every_n_batches=1)])
-    assert path.is_file() and kg.callbacks.restore(gen, path)["epoch"] == 1
+def test_a_checkpoint_callback_refuses_a_fifo_or_device_before_training(tmp_path, special):
+    """Writing the state would replace a FIFO or a device node (/dev/null as root):
+    refused when the callback is made, as a folder is."""
+    path, kind = special
+    match = ("must be a file name, not a folder" if kind == "a folder" else
+             rf"`path` must be a regular file or a new name. Received: path='{path}'. It is "
+             rf"{kind}")
+    with pytest.raises(ValueError, match=match):
+        kg.callbacks.GeneratorCheckpoint(path, every_n_batches=1)
 
 
 def test_a_csv_that_is_a_fifo_or_a_device_is_refused(tmp_path, special):
@@ -173,11 +169,15 @@ def test_what_a_writer_killed_mid_write_left_is_removed_by_the_next_start(image_
     assert len(left) == 1 and f".{writer.pid}." in left[0]
     os.kill(writer.pid, signal.SIGKILL)
     writer.wait(timeout=30)
-    alive = tmp_path / f".cache.bin.{os.getppid()}.x.tmp"  # a writer still running
+    alive = tmp_path / f".cache.bin.{os.getppid()}.abcd_123.tmp"  # a writer still running
     alive.write_bytes(b"")
     other = tmp_path / ".cache.bin.notes"
     other.write_bytes(b"")
+    users = tmp_path / ".cache.bin.99999999.tmp"  # not mkstemp's name: a user's file
+    users.write_bytes(b"")
+    deeper = tmp_path / f".cache.bin.20240101.{os.getppid()}.abcdefgh.tmp"  # another target's
+    deeper.write_bytes(b"")
     gen = kg.ImageFolderGenerator(image_folder, image_size=8, cache=str(target))
     assert gen[0][0].shape[1:] == (8, 8, 3)
     assert sorted(os.listdir(tmp_path)) == sorted(
-        ["cache.bin", alive.name, other.name, "images"])
+        ["cache.bin", alive.name, other.name, users.name, deeper.name, "images"])

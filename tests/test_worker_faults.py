@@ -216,13 +216,14 @@ def test_what_a_worker_sent_before_it_died_is_delivered():
 
 def test_orphaned_temporary_folders_of_kerasgen_only_are_removed(tmp_path):
     """What the next start removes: the `kerasgen-<pid>-*` folders of this user whose
-    process is gone and whose lock is free; nothing else."""
+    process is gone and whose lock is free, holding nothing but the owner file and the
+    fork server's socket; nothing else (a user's `kerasgen-1234-notes` folder stays)."""
     gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
                           capture_output=True, text=True, check=True)
     dead = int(gone.stdout)
     for name in (f"kerasgen-{dead}-orphan", f"kerasgen-{dead}-locked",
                  f"kerasgen-{os.getpid()}-mine", f"kerasgen-{dead}-nolock", "pymp-abc",
-                 f"kerasgen-{dead}-file"):
+                 f"kerasgen-{dead}-file", f"kerasgen-{dead}-notes"):
         path = tmp_path / name
         if name.endswith("-file"):
             path.write_text("a file, not a folder")
@@ -231,6 +232,8 @@ def test_orphaned_temporary_folders_of_kerasgen_only_are_removed(tmp_path):
         if not name.endswith("-nolock"):
             (path / "owner.lock").write_text("")
             (path / "listener-x").write_text("")
+        if name.endswith("-notes") or name.endswith("-nolock"):
+            (path / "important.txt").write_text("a user's own")
     (tmp_path / f"kerasgen-{dead}-link").symlink_to(tmp_path / f"kerasgen-{dead}-locked")
     held = os.open(tmp_path / f"kerasgen-{dead}-locked" / "owner.lock", os.O_RDWR)
     try:
@@ -238,11 +241,12 @@ def test_orphaned_temporary_folders_of_kerasgen_only_are_removed(tmp_path):
         removed = _workers.remove_orphans(str(tmp_path))
     finally:
         os.close(held)
-    assert sorted(os.path.basename(p) for p in removed) == [f"kerasgen-{dead}-nolock",
-                                                            f"kerasgen-{dead}-orphan"]
+    assert sorted(os.path.basename(p) for p in removed) == [f"kerasgen-{dead}-orphan"]
     assert sorted(os.listdir(tmp_path)) == sorted([
         f"kerasgen-{dead}-file", f"kerasgen-{dead}-link", f"kerasgen-{dead}-locked",
-        f"kerasgen-{os.getpid()}-mine", "pymp-abc"])
+        f"kerasgen-{os.getpid()}-mine", "pymp-abc", f"kerasgen-{dead}-nolock",
+        f"kerasgen-{dead}-notes"])
+    assert (tmp_path / f"kerasgen-{dead}-notes" / "important.txt").exists()
 
 
 KILLED = textwrap.dedent("""
