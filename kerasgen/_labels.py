@@ -473,6 +473,11 @@ def generator_targets(num_samples, labels, label_mode, class_names=None, num_cla
     targets = encode(labels, label_mode, class_names, num_classes, describe=describe)
     if label_mode == "mask":
         targets.mask_format = mask_format
+    if sample_weight is not None and label_mode is None:
+        raise ValueError(
+            "`sample_weight` needs labels: with label_mode=None a batch is x alone, and "
+            "the weights would be dropped. Received: sample_weight with label_mode=None. "
+            "Give the generator labels (and a label_mode), or leave sample_weight out.")
     if sample_weight is not None:
         sample_weight = np.asarray(sample_weight, dtype="float32")
         if sample_weight.shape != (num_samples,):

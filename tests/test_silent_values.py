@@ -30,11 +30,18 @@ def tiny_folder(tmp_path):
 
 
 # ----------------------------------------------------------------- 1. sample_weight
-@pytest.mark.parametrize("y, given", [(None, "y=None"), (Y, "label_mode=None")])
-def test_sample_weight_without_labels_is_refused(y, given):
-    with pytest.raises(ValueError, match=r"`sample_weight` needs labels \(`y`\).*"
-                                         rf"Received: sample_weight of shape \(10,\) with {given}"):
-        kg.ArrayGenerator(_x(), y, sample_weight=np.ones(10), label_mode=None)
+@pytest.mark.parametrize("y, label_mode", [(None, None), (Y, None), (None, "raw")])
+def test_sample_weight_without_labels_is_refused(y, label_mode):
+    with pytest.raises(ValueError, match=r"`sample_weight` needs labels.*the weights would "
+                                         r"be dropped"):
+        kg.ArrayGenerator(_x(), y, sample_weight=np.ones(10), label_mode=label_mode)
+
+
+def test_sample_weight_of_an_unlabeled_folder_is_refused(tiny_folder):
+    with pytest.raises(ValueError, match=r"`sample_weight` needs labels: with "
+                                         r"label_mode=None a batch is x alone"):
+        kg.ImageFolderGenerator(tiny_folder, labels=None, image_size=4,
+                                sample_weight=np.ones(6))
 
 
 def test_sample_weight_with_labels_still_comes_third():
