@@ -159,8 +159,6 @@ class ImageSource:
                                     None if masks is None else masks[k])
                     for k in range(a, b)]) for pair in part]
             with request.stage("assemble"):
-                for k, (x, _) in enumerate(pairs):
-                    self._check_augmented(x, request, k)
                 assemble = default_assemble(request)
                 out = assemble([x for x, _ in pairs], request.indices)
                 if masks is not None:
@@ -184,15 +182,13 @@ class ImageSource:
                 return request.augment(pixels[row], request.positions[k], masks[row])
 
         def put(k, sample, batch, rescale):
-            if batch is out:
-                self._check_augmented(sample, request, k)
             sample = np.asarray(sample)
             if sample.shape != batch.shape[1:]:  # the error names the sample
                 batching.write(batch, k, sample, lambda: request.describe(int(indices[k])))
             batching.convert_into(batch[k], sample, rescale)
 
         x0, m0 = augmented(*decoded(0, 1), 0, 0)
-        x0 = self._check_augmented(x0, request, 0)
+        x0 = np.asarray(x0)  # an array: BatchMaker checked what augment returned
         out = np.empty((len(indices),) + x0.shape, request.dtype or x0.dtype)
         masks = None if m0 is None else np.empty((len(indices),) + np.shape(m0), np.int32)
 
@@ -211,17 +207,6 @@ class ImageSource:
         if len(indices) > 1:
             loader.in_threads(len(indices) - 1, lambda a, b: chunk(a + 1, b + 1))
         return out, masks
-
-
-    def _check_augmented(self, image: Any, request: BatchRequest, k: int) -> np.ndarray:
-        """Augmented sample k of `request` as an array, refused unless it is one (any
-        shape: a crop, grey repeated to 3 channels, channels first all go)."""
-        if not (isinstance(image, np.ndarray) or hasattr(image, "__array__")):
-            raise ValueError(
-                "`augment` must return the augmented image as a numpy array. Received: "
-                f"{type(image).__name__} {image!r:.60} for "
-                f"{request.describe(int(request.indices[k]))}.")
-        return np.asarray(image)
 
 
 class Thumbnails:
