@@ -24,6 +24,8 @@ EXTRAS = {
     "progress": ["tqdm>=4.60"],
     "tfrecord": TENSORFLOW + ["google-crc32c>=1.5"],  # TFRecordGenerator checks CRC32Cs
     "grain": ["grain>=0.2"],  # image_dataset_from_directory(format="grain")
+    # URLs as paths (docs/remote.md): fsspec, with S3, Google Cloud Storage and HTTP(S)
+    "remote": ["fsspec>=2023.6", "s3fs>=2023.6", "gcsfs>=2023.6", "aiohttp>=3.8"],
     # decoder="nvimgcodec": the plain wheel decodes on the CPU too (CI); on a GPU add
     # nvidia-nvjpeg-cu12 (or install nvidia-nvimgcodec-cu12[all])
     "nvimgcodec": ["nvidia-nvimgcodec-cu12>=0.9; platform_system == 'Linux'"],
@@ -33,7 +35,9 @@ EXTRAS["test"] = sorted(set(
     EXTRAS["demo"] + EXTRAS["pandas"] + EXTRAS["augment"] + EXTRAS["viz"]
     + EXTRAS["progress"] + EXTRAS["gpu"] + EXTRAS["imbalance"] + EXTRAS["tfrecord"]
     # the peers the tests compare with, and tools the tests use
-    + EXTRAS["grain"] + EXTRAS["nvimgcodec"]
+    + EXTRAS["grain"] + EXTRAS["nvimgcodec"] + EXTRAS["remote"]
+    # a real S3 endpoint (moto's server mode) started by the tests themselves
+    + ["moto[server]>=5"]
     + ["imbalanced-learn>=0.12", "pytest>=7", "pytest-timeout>=2",
        "pillow>=9", "ruff>=0.5", "mypy>=1.8"]
     # Keras's own test file (shipped in its wheel) runs on absl; keras.io's examples run

@@ -21,6 +21,7 @@ from kerasgen.rebalance import class_weights, rebalance
 if TYPE_CHECKING:  # what type checkers and IDEs see of the lazy names below (PEP 484)
     from kerasgen import augment, callbacks, gpu, samplers, sources, viz
     from kerasgen._malloc import leave_malloc, tune_malloc
+    from kerasgen._remote_cache import RemoteCache
     from kerasgen.base import Generator
     from kerasgen.generators import ArrayGenerator, CSVGenerator, ImageFolderGenerator
     from kerasgen.image_dataset import image_dataset_from_directory
@@ -35,6 +36,7 @@ __all__ = [
     "CSVGenerator",
     "Generator",
     "ImageFolderGenerator",
+    "RemoteCache",
     "SQLFeatureGenerator",
     "SQLGenerator",
     "SQLImageGenerator",
@@ -59,6 +61,7 @@ _WHERE = {
     "CSVGenerator": "kerasgen.generators",
     "Generator": "kerasgen.base",
     "ImageFolderGenerator": "kerasgen.generators",
+    "RemoteCache": "kerasgen._remote_cache",
     "SQLFeatureGenerator": "kerasgen.sql",
     "SQLGenerator": "kerasgen.sql",
     "SQLImageGenerator": "kerasgen.sql",

@@ -55,15 +55,19 @@ else:
 FILE_FORMAT = 2  # 2: checksums after the flags (1: key, flags, samples)
 
 
-def cache_key(file_paths, shape, color_mode, interpolation):
-    """Identifies the cached content: file list, file sizes and times, output shape, and
-    the file's format (its layout and checksum)."""
+def cache_key(file_paths, shape, color_mode, interpolation, version=None):
+    """Identifies the cached content: file list, file sizes and times (or what
+    `version(path)` says of a path, a remote object's ETag say), output shape, and the
+    file's format (its layout and checksum)."""
     digest = hashlib.sha256()
     digest.update(json.dumps([FILE_FORMAT, CHECKSUM, list(shape), color_mode,
                               interpolation]).encode())
     for path in file_paths:
-        stat = os.stat(path)
-        digest.update(f"{path}\0{stat.st_size}\0{stat.st_mtime_ns}\n".encode())
+        mark = version(path) if version is not None else None
+        if mark is None:
+            stat = os.stat(path)
+            mark = f"{stat.st_size}\0{stat.st_mtime_ns}"
+        digest.update(f"{path}\0{mark}\n".encode())
     return digest.hexdigest()
 
 

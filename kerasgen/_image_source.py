@@ -133,6 +133,9 @@ class ImageSource:
         """(x, masks or None) of `request`; a bad file (on_error="skip") is replaced by
         the first good sample of `request.substitutes(index)`."""
         substitutes = request.substitutes
+        partners = request.partners
+        self.loader.prefetch(request.indices if partners is None else np.concatenate(
+            [request.indices, partners[partners >= 0]]))
         if request.partners is None:
             if request.augment is not None:
                 return self._load_augmented(request, substitutes)

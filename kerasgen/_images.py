@@ -388,15 +388,17 @@ def _nearest(size, target):
     return np.minimum(np.floor(centres).astype(np.intp), size - 1)
 
 
-def load_mask(path, image_size, out=None, aspect=None, max_pixels=MAX_PIXELS, root=None):
+def load_mask(path, image_size, out=None, aspect=None, max_pixels=MAX_PIXELS, root=None,
+              data=None):
     """A segmentation mask of class ids, resized with nearest neighbour to (h, w) (after
     the crop or inside the padding of `aspect`, as its image; padding is class 0).
 
     Masks are single-channel images (8- or 16-bit PNG, say); a 3-channel mask is
     accepted when its channels are equal. EXIF orientation is applied as for images.
-    `max_pixels` and `root` as for `decode`.
+    `max_pixels` and `root` as for `decode`; `data`: the file's bytes, already read.
     """
-    data = read_file(path, root, "mask file")
+    if data is None:
+        data = read_file(path, root, "mask file")
     name = f"mask file {path}"
     size = None
     if data.size and max_pixels is not None:

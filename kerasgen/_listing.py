@@ -6,12 +6,13 @@ import csv
 import glob
 import io
 import os
+import posixpath
 import warnings
 from typing import Any, NamedTuple
 
 import numpy as np
 
-from kerasgen import _checks
+from kerasgen import _checks, _remote
 from kerasgen import _seeding as seeding
 from kerasgen._images import IMAGE_EXTENSIONS, file_kind, is_image_file, is_inside
 
@@ -189,17 +190,21 @@ class Listing(NamedTuple):
 
 
 def list_image_folder(directory, class_names=None, classes_required=True,
-                      follow_links=False, flat=False, on_error="raise"):
+                      follow_links=False, flat=False, on_error="raise", store=None):
     """Lists an image folder with one subfolder per class.
 
     Returns a `Listing`. Without class subfolders and with `classes_required=False`,
     every image under `directory` is listed flat, with no labels. An entry named like an
     image that cannot be read is an error naming it, or with on_error="skip" left out
-    with a warning and listed in `Listing.skipped`.
+    with a warning and listed in `Listing.skipped`. A URL (s3://, gs://, https://...) is
+    listed once through `store` (a `_remote.Store`), in the same order.
     """
     if not isinstance(directory, (str, os.PathLike)):
         _checks.fail("directory", "a path to a folder", directory, TypeError)
-    directory = os.fspath(directory)
+    directory = _remote.local(os.fspath(directory))
+    if _remote.is_url(directory):
+        return _remote_folder(store or _remote.Store(), directory, class_names,
+                              classes_required, flat)
     if not os.path.isdir(directory):
         raise FileNotFoundError(
             f"`directory` must be an existing folder. Received: directory={directory!r} "
@@ -256,19 +261,82 @@ def list_image_folder(directory, class_names=None, classes_required=True,
     return Listing(paths, np.asarray(class_ids, dtype="int64"), class_names, skipped)
 
 
-def paired_masks(paths, directory, mask_dir):
+def _remote_folder(store, directory, class_names, classes_required, flat):
+    """`list_image_folder` of the URL `directory`: one listing of every object under
+    it. Folders are prefixes there: a class folder is one holding an object."""
+    directory = directory.rstrip("/")
+    found = store.find(directory, "folder")
+    if not found:
+        raise FileNotFoundError(
+            f"`directory` must be an existing folder. Received: directory={directory!r} "
+            "(nothing found under it).")
+    images = [(rel, url) for rel, url in found if is_image_file(rel)]
+    if flat:
+        if not images:
+            raise ValueError(_no_images_message(directory))
+        return Listing([url for _, url in images], None, None, [])
+    subfolders = sorted({rel.split("/", 1)[0] for rel, _ in found if "/" in rel})
+    if class_names is not None:
+        class_names = [str(c) for c in class_names]
+        if len(set(class_names)) != len(class_names):
+            _checks.fail("class_names", "a list of distinct names", class_names)
+        missing = [c for c in class_names if c not in subfolders]
+        if missing:
+            raise ValueError(
+                f"`class_names` must name subfolders of {directory}. Received: "
+                f"class_names={class_names}; not found: {missing}. Subfolders: {subfolders}."
+            )
+    elif subfolders:
+        class_names = subfolders
+    if not class_names:
+        if classes_required:
+            raise ValueError(
+                f"No class subfolders in {directory}. Put each class's images in a "
+                "subfolder named after the class, or pass label_mode=None to load the "
+                "folder's images without labels.")
+        if not images:
+            raise ValueError(_no_images_message(directory))
+        return Listing([url for _, url in images], None, None, [])
+    paths, class_ids = [], []
+    for class_id, name in enumerate(class_names):
+        files = [url for rel, url in images if rel.startswith(name + "/")]
+        if not files:
+            warnings.warn(f"Class folder {directory + '/' + name!r} holds no images; "
+                          f"class {name!r} will have no samples.", stacklevel=3)
+        paths.extend(files)
+        class_ids.extend([class_id] * len(files))
+    if not paths:
+        raise ValueError(_no_images_message(directory))
+    return Listing(paths, np.asarray(class_ids, dtype="int64"), class_names, [])
+
+
+def paired_masks(paths, directory, mask_dir, store=None):
     """The mask of each image: the same relative path under `mask_dir`, any image
-    extension (the image's own first). Refuses images without a mask, naming them."""
-    mask_dir = os.fspath(mask_dir)
-    if not os.path.isdir(mask_dir):
-        raise FileNotFoundError(f"`mask_dir` must be an existing folder. Received: "
-                                f"mask_dir={mask_dir!r} (not found).")
+    extension (the image's own first). Refuses images without a mask, naming them. A URL
+    `mask_dir` is listed once through `store`."""
+    mask_dir = _remote.local(os.fspath(mask_dir))
+    store = store or _remote.Store()
+    if _remote.is_url(mask_dir):
+        listed = {rel: url for rel, url in store.find(
+            mask_dir.rstrip("/"), "mask folder")}
+
+        def exists(rel):
+            return listed.get(rel)
+    else:
+        if not os.path.isdir(mask_dir):
+            raise FileNotFoundError(f"`mask_dir` must be an existing folder. Received: "
+                                    f"mask_dir={mask_dir!r} (not found).")
+
+        def exists(rel):
+            mask = os.path.join(mask_dir, rel)
+            return mask if os.path.isfile(mask) else None
+    relative = store.relative if _remote.is_url(os.fspath(directory)) else os.path.relpath
     masks, missing = [], []
     for path in paths:
-        stem, ext = os.path.splitext(os.path.relpath(path, directory))
+        stem, ext = os.path.splitext(relative(path, directory))
         for candidate in (ext,) + IMAGE_EXTENSIONS + tuple(e.upper() for e in IMAGE_EXTENSIONS):
-            mask = os.path.join(mask_dir, stem + candidate)
-            if os.path.isfile(mask):
+            mask = exists(stem + candidate)
+            if mask is not None:
                 masks.append(mask)
                 break
         else:
@@ -384,7 +452,7 @@ class Table:
     and file names in them are relative to their own file's folder.
     """
 
-    def __init__(self, csv_source, encoding="utf-8"):
+    def __init__(self, csv_source, encoding="utf-8", store=None):
         self.path = None
         self.label = None
         if isinstance(csv_source, Table):
@@ -399,15 +467,22 @@ class Table:
             self.rows = list(frame.index)
             base_dir = os.getcwd()
         elif isinstance(csv_source, (str, os.PathLike)):
-            self.path = os.fspath(csv_source)
-            if not os.path.exists(self.path):
+            self.path = _remote.local(os.fspath(csv_source))
+            data = None
+            if _remote.is_url(self.path):
+                try:
+                    data = (store or _remote.Store()).read(self.path, "CSV file").tobytes()
+                except FileNotFoundError:
+                    data = None
+            if data is None and not os.path.exists(self.path):
                 raise FileNotFoundError(f"`csv` must be an existing CSV file. Received: "
                                         f"csv={self.path!r} (not found).")
-            header, rows, lines = _read_csv(self.path, encoding)
+            header, rows, lines = _read_csv(self.path, encoding, data)
             self.columns = {h: [r[k].strip() if k < len(r) else "" for r in rows]
                             for k, h in enumerate(header)}
             self.rows = lines  # the line each row starts on, for messages
-            base_dir = os.path.dirname(os.path.abspath(self.path))
+            base_dir = (self.path.rsplit("/", 1)[0] if data is not None
+                        else os.path.dirname(os.path.abspath(self.path)))
         else:
             _checks.fail("csv", "a path to a CSV file (or a list or glob pattern of them) "
                          "or a pandas DataFrame", csv_source, TypeError)
@@ -416,23 +491,24 @@ class Table:
         self.dirs = [base_dir] * self.num_rows  # the folder its file names start from
 
     @classmethod
-    def read(cls, csv_source, encoding="utf-8"):
+    def read(cls, csv_source, encoding="utf-8", store=None):
         """The table of `csv_source`: one file, several (a list, or a glob pattern that
-        names no existing file), or a DataFrame."""
+        names no existing file), or a DataFrame; URLs are read through `store`."""
         if isinstance(csv_source, (str, os.PathLike)) and glob.has_magic(
                 os.fspath(csv_source)) and not os.path.exists(csv_source):
-            pattern = os.fspath(csv_source)
-            paths = sorted(glob.glob(pattern))
+            pattern = _remote.local(os.fspath(csv_source))
+            paths = ((store or _remote.Store()).expand(pattern) if _remote.is_url(pattern)
+                     else sorted(glob.glob(pattern)))
             if not paths:
                 raise FileNotFoundError(
                     f"`csv` must be an existing CSV file, or a pattern naming some. "
                     f"Received: csv={pattern!r} (a pattern no file matches).")
-            return cls.concat([cls(p, encoding) for p in paths], pattern)
+            return cls.concat([cls(p, encoding, store) for p in paths], pattern)
         if isinstance(csv_source, (list, tuple)):
             if not csv_source:
                 _checks.fail("csv", "a CSV file or a non-empty list of them", csv_source)
-            return cls.concat([cls(p, encoding) for p in csv_source])
-        return cls(csv_source, encoding)
+            return cls.concat([cls(p, encoding, store) for p in csv_source])
+        return cls(csv_source, encoding, store)
 
     @classmethod
     def concat(cls, tables, name=None):
@@ -496,7 +572,7 @@ class Table:
         self.num_rows = len(keep)
 
 
-def _read_csv(path, encoding):
+def _read_csv(path, encoding, data=None):
     """(header, rows, line numbers) of a CSV file. Blank lines are skipped; a row longer
     than the header (extra cells that would be lost), a column name used twice and
     bytes that are not text in `encoding` are errors naming the line or column."""
@@ -505,8 +581,9 @@ def _read_csv(path, encoding):
     except (LookupError, TypeError):
         _checks.fail("encoding", "a text encoding Python knows ('utf-8', 'latin-1', "
                      "'cp1252'...)", encoding)
-    with _checks.open_regular(path, "the CSV file") as f:  # a FIFO would block
-        data = f.read()
+    if data is None:
+        with _checks.open_regular(path, "the CSV file") as f:  # a FIFO would block
+            data = f.read()
     try:  # a UTF-8 byte-order mark is not part of the first column's name
         text = data.decode("utf-8-sig" if codec == "utf-8" else encoding)
     except UnicodeDecodeError as error:
@@ -596,26 +673,58 @@ def parse_number(value):
 
 def resolve_paths(values, table, directory, allow_outside, describe):
     """Joins the CSV's file names to their folder (`directory`, or each row's file's),
-    refusing paths that leave `directory`."""
-    root = None if directory is None else os.fspath(directory)
-    if root is not None and not os.path.isdir(root):
+    refusing paths that leave `directory`. A name that is a URL is kept; a name in a
+    remote folder (a URL `directory`, or a CSV file read from a URL) becomes a URL."""
+    root = None if directory is None else _remote.local(os.fspath(directory))
+    remote_root = root is not None and _remote.is_url(root)
+    if root is not None and not remote_root and not os.path.isdir(root):
         raise FileNotFoundError(f"`directory` must be an existing folder. Received: "
                                 f"directory={root!r} (not found).")
-    real_root = None if root is None else os.path.realpath(root)
+    real_root = None if root is None or remote_root else os.path.realpath(root)
     paths = []
     for i, value in enumerate(values):
         if not isinstance(value, str) or not value.strip():
             raise ValueError(f"File name missing at {describe(i)}. Received: {value!r}.")
-        path = os.path.normpath(os.path.join(table.dirs[i] if root is None else root,
-                                             value))
-        if directory is not None and not allow_outside:
-            real = os.path.realpath(path)
-            if os.path.commonpath([real, real_root]) != real_root:
-                raise ValueError(
-                    f"The path {value!r} at {describe(i)} leaves `directory` "
-                    f"({root}) through '..', an absolute path or a symbolic link. Fix the "
-                    "CSV, or pass "
-                    "allow_outside=True if that is intended."
-                )
+        base = table.dirs[i] if root is None else root
+        if _remote.is_url(value) or _remote.is_url(base):
+            path = value if _remote.is_url(value) else join_url(base, value)
+            inside = remote_root and path.startswith(root.rstrip("/") + "/")
+        else:
+            path = os.path.normpath(os.path.join(base, _remote.local(value)))
+            inside = real_root is not None and os.path.commonpath(
+                [os.path.realpath(path), real_root]) == real_root
+        if directory is not None and not allow_outside and not inside:
+            raise ValueError(
+                f"The path {value!r} at {describe(i)} leaves `directory` "
+                f"({root}) through '..', an absolute path or a symbolic link. Fix the "
+                "CSV, or pass "
+                "allow_outside=True if that is intended."
+            )
         paths.append(path)
     return paths
+
+
+def join_url(base, name):
+    """The URL of `name` (relative, '..' allowed, or starting with '/' from the
+    bucket's or host's root) in the folder URL `base`."""
+    head, rest = base.split("://", 1)
+    if name.startswith("/"):
+        top = "" if rest.startswith("/") else rest.split("/", 1)[0]
+        joined = posixpath.normpath(top + name)
+    else:
+        joined = posixpath.normpath(rest.rstrip("/") + "/" + name)
+    return f"{head}://{joined}"
+
+
+def exists(paths, store=None):
+    """Whether each path (a local file, or a URL asked of `store`, a listing per folder)
+    exists as a file."""
+    found = [False] * len(paths)
+    urls = [i for i, p in enumerate(paths) if _remote.is_url(p)]
+    if urls:
+        for i, ok in zip(urls, (store or _remote.Store()).exists([paths[i] for i in urls])):
+            found[i] = ok
+    for i, path in enumerate(paths):
+        if not _remote.is_url(path):
+            found[i] = os.path.isfile(path)
+    return found

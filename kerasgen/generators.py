@@ -8,14 +8,14 @@ import os
 import reprlib
 import time
 import warnings
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 import numpy as np
 import numpy.typing as npt
 
 from kerasgen import _batching as batching
-from kerasgen import _checks
+from kerasgen import _checks, _remote
 from kerasgen import _images as images
 from kerasgen import _listing as listing
 from kerasgen import sources
@@ -24,6 +24,7 @@ from kerasgen import loader as loader_mod
 from kerasgen._typing import (Arrays, Cache, ColorMode, Decoder, FolderLabels,
                               ImageSize, Interpolation, LabelMode, OnError, StrPath, Subset)
 from kerasgen._image_source import ImageSource
+from kerasgen._remote_cache import RemoteCache
 from kerasgen.base import Generator
 
 if TYPE_CHECKING:
@@ -270,7 +271,8 @@ class ImageFolderGenerator(_ImageFileGenerator):
     `interpolation`); `kg.image_dataset_from_directory` is Keras's function itself.
 
     Args:
-        directory: the folder.
+        directory: the folder: a local path, or a URL that fsspec reads (s3://, gs://,
+            https://, ...; see `storage_options`), listed once.
         labels: "inferred" (default): the class of an image is its subfolder. None: no
             labels; every image under `directory` is loaded (batches are `(x,)`). A list
             or tuple of labels, one per image file in Keras's order (os.walk's folders
@@ -334,6 +336,13 @@ class ImageFolderGenerator(_ImageFileGenerator):
             threads (the batch's first sample in the calling thread); the cache,
             `on_error` and samplers work alike.
         verbose: 0 hides progress bars (shown, with tqdm installed, for slow steps).
+        storage_options: options for fsspec's filesystem when paths are URLs
+            (credentials, `client_kwargs={"endpoint_url": ...}`, ...); see
+            docs/remote.md.
+        remote_cache: a folder (or `kg.RemoteCache(folder, max_bytes=...)`) keeping
+            local copies of the remote objects read, checked and shared by processes and
+            runs; None (default): objects are fetched each time the image cache lacks
+            them.
         **common: see `kg.Generator`.
     """
 
@@ -350,8 +359,11 @@ class ImageFolderGenerator(_ImageFileGenerator):
                  on_error: OnError = "raise", decode_threads: int | None = None,
                  decoder: Decoder = "opencv",
                  verbose: int = 1, mask_dir: StrPath | None = None, seed: int | None = None,
-                 max_pixels: int | None = images.MAX_PIXELS, **common: Any) -> None:
+                 max_pixels: int | None = images.MAX_PIXELS,
+                 storage_options: Mapping[str, Any] | None = None,
+                 remote_cache: StrPath | RemoteCache | None = None, **common: Any) -> None:
         _check_common(self, common)  # before listing a folder that may not exist
+        store = _remote.Store(storage_options, _remote.check_cache(remote_cache))
         _checks.one_of("on_error", on_error, ("raise", "skip"))  # the listing applies it
         if subset == "both":
             raise ValueError(
@@ -373,12 +385,14 @@ class ImageFolderGenerator(_ImageFileGenerator):
         listing_started = time.perf_counter()
         if mask_dir is not None:  # segmentation: every image under directory, no classes
             found = listing.list_image_folder(directory, classes_required=False, flat=True,
-                                              follow_links=follow_links, on_error=on_error)
+                                              follow_links=follow_links, on_error=on_error,
+                                              store=store)
             paths, class_ids, names = found.paths, None, class_names
-            masks = listing.paired_masks(paths, directory, mask_dir)
+            masks = listing.paired_masks(paths, directory, mask_dir, store)
         elif labels is None or given is not None:  # Keras: every image, in its order
             found = listing.list_image_folder(directory, flat=True,
-                                              follow_links=follow_links, on_error=on_error)
+                                              follow_links=follow_links, on_error=on_error,
+                                              store=store)
             paths = listing.keras_order(found.paths)
             class_ids, names, masks = None, None, None
             if given is not None:
@@ -389,7 +403,7 @@ class ImageFolderGenerator(_ImageFileGenerator):
         else:
             found = listing.list_image_folder(
                 directory, class_names, classes_required=label_mode is not None,
-                follow_links=follow_links, on_error=on_error)
+                follow_links=follow_links, on_error=on_error, store=store)
             paths, class_ids, names = found.paths, found.class_ids, found.class_names
             masks = None
         files_found = len(paths)  # before the split (Keras prints it)
@@ -409,7 +423,7 @@ class ImageFolderGenerator(_ImageFileGenerator):
             color_mode=color_mode, interpolation=interpolation, cache=cache,
             on_error=on_error, decode_threads=decode_threads, decoder=decoder,
             verbose=verbose, skipped=found.skipped,
-            mask_paths=masks, aspect=aspect, max_pixels=max_pixels)
+            mask_paths=masks, aspect=aspect, max_pixels=max_pixels, store=store)
         super().__init__(source=source, label_mode=label_mode, seed=seed, **common)
 
     @classmethod
@@ -511,8 +525,10 @@ class CSVGenerator(_ImageFileGenerator):
     """Images listed in a CSV file (or a pandas DataFrame): a path column and labels.
 
     Args:
-        csv: path to a CSV file with a header line, or a pandas DataFrame.
-        x_col: the column of image paths, relative to `directory`.
+        csv: path to a CSV file with a header line (or a URL that fsspec reads: s3://,
+            gs://, https://...), a list or glob pattern of them, or a pandas DataFrame.
+        x_col: the column of image paths, relative to `directory`; a cell may be a URL,
+            and names in a remote CSV file (or under a URL `directory`) are URLs too.
         y_col: a label column; a list of 0/1 columns for label_mode="multi_label"; a list
             of numeric columns for label_mode="raw" (multi-target regression).
         directory: the folder paths are relative to (default: the CSV file's folder, or
@@ -535,7 +551,8 @@ class CSVGenerator(_ImageFileGenerator):
         mask_col: segmentation (with label_mode="mask"): the column of mask paths,
             resolved like `x_col`; see ImageFolderGenerator's `mask_dir`.
         image_size, color_mode, class_names, interpolation, rescale, cache, on_error,
-            decode_threads, decoder, verbose, max_pixels: as for ImageFolderGenerator.
+            decode_threads, decoder, verbose, max_pixels, storage_options,
+            remote_cache: as for ImageFolderGenerator.
         **common: see `kg.Generator`.
     """
 
@@ -553,17 +570,20 @@ class CSVGenerator(_ImageFileGenerator):
                  subset: Subset | None = None,
                  seed: int | None = None, encoding: str = "utf-8",
                  num_classes: int | None = None, max_pixels: int | None = images.MAX_PIXELS,
+                 storage_options: Mapping[str, Any] | None = None,
+                 remote_cache: StrPath | RemoteCache | None = None,
                  **common: Any) -> None:
         _checks.labels_come_from(self, common, "the `y_col` column (y_col=...)")
+        store = _remote.Store(storage_options, _remote.check_cache(remote_cache))
         if (mask_col is None) != (label_mode != "mask"):
             raise ValueError("`mask_col` and label_mode='mask' go together. Received: "
                              f"mask_col={mask_col!r}, label_mode={label_mode!r}.")
         _checks.one_of("on_missing", on_missing, ("raise", "skip"))
         listing_started = time.perf_counter()
-        table = listing.Table.read(csv, encoding)
+        table = listing.Table.read(csv, encoding, store)
         y_cols = _table_columns(table, x_col, y_col, mask_col, label_mode)
         paths, masks, skipped = _listed_files(table, x_col, mask_col, directory,
-                                              allow_outside, on_missing)
+                                              allow_outside, on_missing, store)
         labels, names = None, class_names
         if y_cols is not None:
             labels = _csv_labels(table, y_cols, label_mode, label_delimiter, class_names,
@@ -580,6 +600,7 @@ class CSVGenerator(_ImageFileGenerator):
         self.directory = directory
         self.validation_split, self.subset = validation_split, subset
         root = (os.path.realpath(directory) if directory is not None and not allow_outside
+                and not _remote.is_url(os.fspath(directory))
                 else None)  # checked again as each file is opened
         source = image_source(
             paths, labels, names, common, rescale=rescale,
@@ -588,7 +609,8 @@ class CSVGenerator(_ImageFileGenerator):
             color_mode=color_mode, interpolation=interpolation, cache=cache,
             on_error=on_error, decode_threads=decode_threads, decoder=decoder,
             verbose=verbose,
-            mask_paths=masks, skipped=skipped, max_pixels=max_pixels, root=root)
+            mask_paths=masks, skipped=skipped, max_pixels=max_pixels, root=root,
+            store=store)
         super().__init__(source=source, label_mode=label_mode, num_classes=num_classes,
                          seed=seed, **common)
 
@@ -627,15 +649,16 @@ def _table_columns(table, x_col, y_col, mask_col, label_mode):
     return y_cols
 
 
-def _listed_files(table, x_col, mask_col, directory, allow_outside, on_missing):
+def _listed_files(table, x_col, mask_col, directory, allow_outside, on_missing, store):
     """(image paths, mask paths or None, skipped paths) of the table's rows; rows whose
     files do not exist are an error, or (on_missing="skip") dropped with a warning."""
     paths = listing.resolve_paths(table.columns[x_col], table, directory,
                                   allow_outside, table.describe)
     masks = None if mask_col is None else listing.resolve_paths(
         table.columns[mask_col], table, directory, allow_outside, table.describe)
-    missing = [i for i, p in enumerate(paths) if not os.path.isfile(p)
-               or (masks is not None and not os.path.isfile(masks[i]))]
+    found = listing.exists(paths + (masks or []), store)
+    missing = [i for i in range(len(paths))
+               if not found[i] or (masks is not None and not found[len(paths) + i])]
     if not missing:
         return paths, masks, []
     listed = ", ".join(f"{paths[i]} ({table.describe(i)})" for i in missing[:5])

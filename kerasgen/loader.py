@@ -26,6 +26,7 @@ from kerasgen import _batching as batching
 from kerasgen import _images as images
 from kerasgen import _cache as cache_mod
 from kerasgen import _nvdecode
+from kerasgen import _remote
 from kerasgen import _stats as stats_mod
 from kerasgen._progress import progress
 from kerasgen._typing import Cache, ColorMode, Decoder, ImageSize, Interpolation, OnError, StrPath
@@ -56,6 +57,8 @@ class ImageLoader:
             when it is opened (see `images.read_file`).
         decode_threads: threads of the pool; None: `default_threads()`.
         mask_paths: one segmentation mask per sample, or None.
+        store: the `_remote.Store` that reads paths that are URLs (s3://, https://...);
+            each batch's objects are fetched at once on its I/O threads (`prefetch`).
         verbose: 0 hides progress bars.
         read: `read(index) -> encoded bytes` for samples that are not files (records of
             a TFRecord file, say); None reads `file_paths[index]`.
@@ -81,8 +84,9 @@ class ImageLoader:
                  aspect: Literal["crop", "pad"] | None = None,
                  max_pixels: int | None = images.MAX_PIXELS, root: StrPath | None = None,
                  processes: int | None = None,
-                 decoder: Decoder = "opencv") -> None:
+                 decoder: Decoder = "opencv", store: _remote.Store | None = None) -> None:
         self.file_paths = list(file_paths)
+        self.store = store
         self.decoder = _checks.one_of("decoder", decoder, DECODERS)
         self.nv = None if decoder == "opencv" else _nvdecode.NvDecoder()
         if self.nv is not None and not _nvdecode.available():
@@ -126,7 +130,7 @@ class ImageLoader:
                            decode_threads=self.decode_threads, mask_paths=self.mask_paths,
                            verbose=self.verbose, skipped=self.skipped, read=self.read,
                            aspect=self.aspect, max_pixels=self.max_pixels, root=self.root,
-                           processes=processes, decoder=self.decoder)
+                           processes=processes, decoder=self.decoder, store=self.store)
 
     @property
     def sample_shape(self) -> tuple[int, int, int]:
@@ -152,7 +156,7 @@ class ImageLoader:
             if self.decoder != "opencv":  # another decoder: other pixels, another cache
                 how = f"{how} {self.decoder}"
             key = cache_mod.cache_key(self.file_paths, self.sample_shape, self.color_mode,
-                                      how)
+                                      how, None if self.store is None else self.store.version)
             return cache_mod.FileCache(cache, len(self.file_paths), self.sample_shape, key)
         _checks.fail("cache", "'auto', None, 'memory' or a file path", cache, TypeError)
 
@@ -210,10 +214,32 @@ class ImageLoader:
         """Sample `index` decoded (at reduced size where `target_size` allows)."""
         color_mode = color_mode or self.color_mode
         if self.read is None:
-            return images.decode(self.file_paths[index], color_mode, target_size,
-                                 self.max_pixels, self.root)
+            path = self.file_paths[index]
+            return images.decode_bytes(self.read_file(path), color_mode, target_size,
+                                       f"image file {path}", self.max_pixels)
         return images.decode_bytes(self.read(index), color_mode, target_size,
                                    self.file_paths[index], self.max_pixels)
+
+    def read_file(self, path: str, what: str = "image file") -> np.ndarray:
+        """The bytes of the file or object `path` (a URL through `store`)."""
+        if self.store is not None and _remote.is_url(path):
+            return self.store.read(path, what)
+        return images.read_file(path, self.root, what)
+
+    def prefetch(self, indices: npt.ArrayLike) -> None:
+        """Starts fetching the remote objects of samples `indices` (and their masks)
+        that the cache does not hold, all at once, on the store's I/O threads."""
+        if self.store is None or self.read is not None:
+            return
+        urls = []
+        for index in np.asarray(indices).ravel():
+            index = int(index)
+            if self.cache is not None and self.cache.get(index) is not None:
+                continue
+            urls.append(self.file_paths[index])
+            if self.mask_paths is not None:
+                urls.append(self.mask_paths[index])
+        self.store.prefetch([u for u in urls if _remote.is_url(u)])
 
     def _decode_into(self, index, out):
         images.resize(self._decoded(index, self.image_size), self.image_size,
@@ -228,9 +254,10 @@ class ImageLoader:
     def load_mask(self, index: int, out: np.ndarray | None = None) -> np.ndarray:
         """The segmentation mask of sample `index` (of the image actually loaded)."""
         assert self.mask_paths is not None, "a loader without masks loads none"
-        return images.load_mask(self.mask_paths[index], self.image_size, out=out,
-                                aspect=self.aspect, max_pixels=self.max_pixels,
-                                root=self.root)
+        path = self.mask_paths[index]
+        return images.load_mask(path, self.image_size, out=out, aspect=self.aspect,
+                                max_pixels=self.max_pixels, root=self.root,
+                                data=self.read_file(path, "mask file"))
 
     def _load_stand_in(self, index, out, substitutes, with_mask=False, mask_out=None,
                        exclude=None):
@@ -273,6 +300,7 @@ class ImageLoader:
         shape = (len(indices),) + self.sample_shape
         out = buffers.empty(shape, dtype)
         masks = None if self.mask_paths is None else np.empty(shape[:3], np.uint16)
+        self.prefetch(indices)
         with (stats_mod.stage(None, "decode") if stage is None else stage("decode")):
             self.in_threads(len(indices), lambda a, b: self._load_chunk(
                 indices[a:b], out[a:b], None if masks is None else masks[a:b], rescale,
@@ -320,7 +348,7 @@ class ImageLoader:
                 done.add(k)
                 continue
             try:
-                data = (images.read_file(self.file_paths[index], self.root) if self.read is None
+                data = (self.read_file(self.file_paths[index]) if self.read is None
                         else np.frombuffer(self.read(index), np.uint8))
                 jpeg = _jpeg.info(data)
                 if jpeg is None or jpeg.components == 4:

@@ -519,6 +519,7 @@ def test_every_module_is_public_on_purpose_or_internal_by_name():
 LAYERS = [
     ("foundations", {"_checks", "_typing", "_seeding", "_atomic", "_progress", "_malloc",
                      "_stats", "_shm", "_batching", "_quiet"}),
+    ("storage", {"_remote_cache", "_remote"}),
     ("source", {"_images", "_jpeg", "_listing", "_labels", "sources"}),
     ("order and sampler", {"_resample_arrays", "samplers", "_order", "_plan", "_strategy",
                            "_shuffle", "_resampler", "_random_samplers", "_smote",
