@@ -124,6 +124,16 @@ class ImageSource:
                 f"makes 255 into {batching.became(np.uint8(255), dtype, self.rescale)!r}. "
                 "Use a smaller rescale, or dtype='float32'.")
 
+    @property
+    def remote(self) -> bool:
+        """Whether some files are URLs, read through the loader's store."""
+        return self.loader.remote
+
+    def prefetch(self, indices: np.ndarray) -> None:
+        """Starts fetching the remote objects of samples `indices` (see
+        `ImageLoader.prefetch`)."""
+        self.loader.prefetch(indices)
+
     def validate(self) -> list[str]:
         """Decodes every file once (in parallel, with progress); returns the bad paths."""
         return self.loader.validate()

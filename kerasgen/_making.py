@@ -37,6 +37,8 @@ class BatchHooks(Protocol):
 
     def describe_sample(self, index: int) -> str: ...
 
+    def foresee(self, indices: np.ndarray) -> None: ...
+
     @property
     def dtype(self) -> str | None: ...
 
@@ -45,6 +47,7 @@ class BatchHooks(Protocol):
 
 
 _SAMPLE = "{sample}"  # where an augmentation error names its sample
+FORESEE = 2  # batches after the one being made whose remote samples are fetched now
 
 
 class _Unnamed(Exception):
@@ -122,8 +125,10 @@ class BatchMaker:
 
     def __init__(self, targets: Targets, timings: BatchTimings | None = None,
                  augment: Any = None, batch_augment: Any = None,
-                 label_mode: str | None = None, use_multiprocessing: bool = False) -> None:
+                 label_mode: str | None = None, use_multiprocessing: bool = False,
+                 foresight: bool = False) -> None:
         self.targets = targets
+        self.foresight = foresight  # tell hooks.foresee the samples of coming batches
         self.timings = timings
         self.sample_augment = None if augment is None else augment_mod.SampleAugment(
             augment, with_masks=label_mode == "mask")
@@ -166,6 +171,8 @@ class BatchMaker:
     def _make(self, order: EpochOrder, index: int, hooks: BatchHooks) -> Any:
         # number: the batch in the whole epoch's plan, which keys the draws
         number, indices, partners, lams = order.batch(index)
+        if self.foresight:
+            self._foresee(order, index, hooks)
         start = number * order.batch_size
         positions = np.arange(start, start + len(indices))
         if self.sample_augment is not None:
@@ -189,6 +196,14 @@ class BatchMaker:
             return (x,) if isinstance(x, (tuple, list)) else x  # Keras reads it as x
         weights = self.targets.weights(indices)
         return (x, y) if weights is None else (x, y, weights)
+
+    def _foresee(self, order: EpochOrder, index: int, hooks: BatchHooks) -> None:
+        """Tells `hooks` the samples of the FORESEE batches after `index`, so that a
+        source reading remote objects fetches them while this batch is made."""
+        for later in range(index + 1, min(index + 1 + FORESEE, order.num_batches())):
+            _, ahead, partners, _ = order.batch(later)
+            hooks.foresee(ahead if partners is None
+                          else np.concatenate([ahead, partners[partners >= 0]]))
 
     def augment_sample(self, x: Any, seed: int, epoch: int, position: int,
                        mask: Any = None) -> tuple[Any, Any]:

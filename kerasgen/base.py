@@ -187,8 +187,10 @@ class Generator(PyDataset):
         self._stats = stats_mod.BatchTimings() if stats else None
         if self._stats is not None and hasattr(source, "listing_s"):
             self._stats.add("list", source.listing_s)
-        self._maker = _making.BatchMaker(self._targets, self._stats, augment, batch_augment,
-                                         label_mode, self.use_multiprocessing)
+        self._maker = _making.BatchMaker(
+            self._targets, self._stats, augment, batch_augment, label_mode,
+            self.use_multiprocessing,
+            foresight=isinstance(source, sources_mod.PrefetchingSource) and source.remote)
         self._features = _order.check_features(features, self.num_samples)
         self._epoch_open = False
         # (epoch, seed) the last `for batch in gen` pass began at
@@ -268,6 +270,12 @@ class Generator(PyDataset):
     def describe_sample(self, index: int) -> str:
         """How error messages name sample `index` (a file, a row...)."""
         return self.source.describe(index)
+
+    def foresee(self, indices: np.ndarray) -> None:
+        """Samples `indices` come soon: a source reading remote objects starts fetching
+        them."""
+        if isinstance(self.source, sources_mod.PrefetchingSource):
+            self.source.prefetch(indices)
 
     @property
     def rescale(self) -> float | None:

@@ -87,6 +87,8 @@ class ImageLoader:
                  decoder: Decoder = "opencv", store: _remote.Store | None = None) -> None:
         self.file_paths = list(file_paths)
         self.store = store
+        self.remote = store is not None and read is None and _remote.any_url(
+            self.file_paths)
         self.decoder = _checks.one_of("decoder", decoder, DECODERS)
         self.nv = None if decoder == "opencv" else _nvdecode.NvDecoder()
         if self.nv is not None and not _nvdecode.available():
@@ -229,7 +231,7 @@ class ImageLoader:
     def prefetch(self, indices: npt.ArrayLike) -> None:
         """Starts fetching the remote objects of samples `indices` (and their masks)
         that the cache does not hold, all at once, on the store's I/O threads."""
-        if self.store is None or self.read is not None:
+        if not self.remote or self.store is None:
             return
         urls = []
         for index in np.asarray(indices).ravel():

@@ -150,6 +150,19 @@ class BatchSource(Source, Protocol):
         `request.dtype` and assembled."""
 
 
+@runtime_checkable
+class PrefetchingSource(Source, Protocol):
+    """A source whose samples are fetched from far away (remote objects): told the
+    samples of the coming batches, it starts fetching them at once."""
+
+    @property
+    def remote(self) -> bool:
+        """Whether any sample is fetched from far away (else `prefetch` does nothing)."""
+
+    def prefetch(self, indices: np.ndarray) -> None:
+        """Starts fetching samples `indices` (returns at once)."""
+
+
 def load_each(request: BatchRequest, load: Callable[[int], Any],
               assemble: Callable[[Sequence[Any], np.ndarray], Any] | None = None,
               finish: Callable[[Any], Any] | None = None) -> tuple[Any, Any]:
