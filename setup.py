@@ -23,6 +23,8 @@ EXTRAS = {
     "viz": ["matplotlib>=3.7"],
     "progress": ["tqdm>=4.60"],
     "tfrecord": TENSORFLOW + ["google-crc32c>=1.5"],  # TFRecordGenerator checks CRC32Cs
+    # ArrayRecordGenerator (grain's format); its records are tf.train.Example
+    "arrayrecord": TENSORFLOW + ["array-record>=0.5"],
     "grain": ["grain>=0.2"],  # image_dataset_from_directory(format="grain")
     # URLs as paths (docs/remote.md): fsspec, with S3, Google Cloud Storage and HTTP(S)
     "remote": ["fsspec>=2023.6", "s3fs>=2023.6", "gcsfs>=2023.6", "aiohttp>=3.8"],
@@ -36,6 +38,7 @@ EXTRAS["test"] = sorted(set(
     + EXTRAS["progress"] + EXTRAS["gpu"] + EXTRAS["imbalance"] + EXTRAS["tfrecord"]
     # the peers the tests compare with, and tools the tests use
     + EXTRAS["grain"] + EXTRAS["nvimgcodec"] + EXTRAS["remote"]
+    + EXTRAS["arrayrecord"]
     # a real S3 endpoint (moto's server mode) started by the tests themselves
     + ["moto[server]>=5"]
     + ["imbalanced-learn>=0.12", "pytest>=7", "pytest-timeout>=2",

@@ -20,6 +20,7 @@ from kerasgen.rebalance import class_weights, rebalance
 
 if TYPE_CHECKING:  # what type checkers and IDEs see of the lazy names below (PEP 484)
     from kerasgen import augment, callbacks, gpu, samplers, sources, viz
+    from kerasgen.arrayrecord import ArrayRecordGenerator
     from kerasgen._malloc import leave_malloc, tune_malloc
     from kerasgen._remote_cache import RemoteCache
     from kerasgen.base import Generator
@@ -33,6 +34,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "ArrayGenerator",
+    "ArrayRecordGenerator",
     "CSVGenerator",
     "Generator",
     "ImageFolderGenerator",
@@ -58,6 +60,7 @@ __all__ = [
 # name -> the module defining it (None: the name is a submodule of kerasgen)
 _WHERE = {
     "ArrayGenerator": "kerasgen.generators",
+    "ArrayRecordGenerator": "kerasgen.arrayrecord",
     "CSVGenerator": "kerasgen.generators",
     "Generator": "kerasgen.base",
     "ImageFolderGenerator": "kerasgen.generators",

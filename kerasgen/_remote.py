@@ -160,8 +160,9 @@ class Store:
         size = info.get("size")
         if isinstance(size, int):
             self.sizes[url] = size
-        version = next((str(info[k]) for k in ("ETag", "etag", "md5Hash", "generation",
-                                               "LastModified", "mtime", "updated", "created")
+        version = next((_stamp(info[k]) for k in ("ETag", "etag", "md5Hash", "generation",
+                                                  "LastModified", "mtime", "updated",
+                                                  "created")
                         if info.get(k) is not None), "")
         self.versions[url] = f"{version}:{size}"
 
@@ -378,6 +379,16 @@ class Store:
 
     def _missing(self, url: str, what: str) -> NoReturn:
         raise FileNotFoundError(f"{what[0].upper() + what[1:]} not found: {url}")
+
+
+def _stamp(value: Any) -> str:
+    """A version mark as text: a time (a datetime or seconds, as listings and `info` of
+    one filesystem may give it differently) as its seconds."""
+    if hasattr(value, "timestamp"):
+        value = value.timestamp()
+    if isinstance(value, float):
+        return repr(round(value, 6))
+    return str(value)
 
 
 class _Short(Exception):

@@ -30,6 +30,9 @@ TENSORFLOW_ONLY = {
     "test_tfdata_errors.py": "the tf.data forms (to_tf_dataset, image_dataset_from_directory's "
                              "dataset) and TensorFlow's errors",
     "test_tfrecord.py": "TFRecordGenerator parses records with TensorFlow's Example proto",
+    "test_tfrecord_shards.py": "TFRecord lists, globs, GZIP/ZLIB and remote copies: records "
+                               "parsed with TensorFlow's Example proto",
+    "test_arrayrecord.py": "ArrayRecord records are parsed with TensorFlow's Example proto",
     "test_malloc.py": "undoes the malloc pin of TensorFlow's generator dataset (off "
                       "TensorFlow test_backends.py checks malloc is left alone)",
     "test_distributed.py": "tf.data interop, tf.data service and tf.distribute",

@@ -500,6 +500,7 @@ PUBLIC_MODULES = {
     "base": "kg.Generator", "generators": "kg.ArrayGenerator and the image generators",
     "image_dataset": "kg.image_dataset_from_directory", "inspection": "kg.inspect",
     "sql": "kg.SQLGenerator", "tfrecord": "kg.TFRecordGenerator",
+    "arrayrecord": "kg.ArrayRecordGenerator",
     "cli": "the kerasgen command", "loader": "the loader stage (docs/architecture.md)",
 }
 
@@ -529,7 +530,7 @@ LAYERS = [
     ("batch", {"_making"}),
     ("feeding", {"_ahead", "_workers", "_feeding", "_keras_compat"}),
     ("adapter", {"base", "_tfdata", "_grain"}),
-    ("generators", {"generators", "sql", "tfrecord", "image_dataset"}),
+    ("generators", {"generators", "sql", "tfrecord", "arrayrecord", "image_dataset"}),
     ("around", {"callbacks", "inspection", "cli", "viz", "gpu", "rebalance", "_preload",
                 "__init__",
                 "__main__"}),

@@ -1,0 +1,211 @@
+"""ArrayRecordGenerator: tf.train.Example records in ArrayRecord files (grain's format).
+
+ArrayRecord files have random access of their own (an index of chunks, each checked by
+its hash when read), so only the container differs from TFRecordGenerator: the files
+(`Shards`: paths, globs, URLs read from local copies), the parsing by `feature_spec`,
+the labels, the image decoding and the errors are tfrecord.py's.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import re
+import threading
+import warnings
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, Literal
+
+import numpy as np
+
+from kerasgen import _checks, _remote
+from kerasgen._progress import progress
+from kerasgen._remote_cache import RemoteCache
+from kerasgen._typing import (ColorMode, Decoder, ImageSize, Interpolation, LabelMode,
+                              StrPath)
+from kerasgen.tfrecord import (FeatureKind, Shards, _ExampleGenerator, import_example,
+                               is_tfrecord)
+
+PIP = 'pip install "kerasgen3[arrayrecord]"'
+# Random access: no read-ahead (it would read past the record asked for), one thread
+# per read (the decode threads already read in parallel, each with its own reader).
+READER_OPTIONS = "readahead_buffer_size:0,max_parallelism:1"
+_example = functools.partial(import_example, "ArrayRecordGenerator", PIP, False)
+
+
+def _reader_class() -> Any:
+    try:
+        from array_record.python.array_record_module import ArrayRecordReader
+    except ImportError as error:
+        raise ImportError(f"ArrayRecordGenerator needs the array_record package: {PIP} "
+                          "(or pip install array-record)") from error
+    return ArrayRecordReader
+
+
+class ArrayRecordFiles:
+    """The records of ArrayRecord files (local: `shards.paths`), read by number through
+    ArrayRecordReader, one reader per thread and file (a reader is not shared between
+    threads)."""
+
+    generator = "ArrayRecordGenerator"
+
+    def __init__(self, shards: Shards, verbose: int = 1) -> None:
+        self.shards = shards
+        self._reader = _reader_class()
+        self._local = threading.local()
+        counts = []
+        for number in progress(range(len(shards)), "Opening ArrayRecord files",
+                               len(shards), verbose):
+            reader = self._open(number)
+            counts.append(reader.num_records())
+            self._check_groups(number, reader)
+        self.starts = np.concatenate([[0], np.cumsum(counts, dtype=np.int64)])
+
+    def __len__(self) -> int:
+        return int(self.starts[-1])
+
+    @property
+    def index(self) -> list[tuple[int, int]]:
+        """(file number, record number in the file) per record."""
+        return [(number, position) for number in range(len(self.shards))
+                for position in range(int(self.starts[number + 1] - self.starts[number]))]
+
+    def _open(self, number: int) -> Any:
+        readers = getattr(self._local, "readers", None)
+        if readers is None:
+            readers = self._local.readers = {}
+        reader = readers.get(number)
+        if reader is None:
+            reader = readers[number] = self.shards.opened(number, self._opener(number))
+        return reader
+
+    def _opener(self, number: int) -> Any:
+        def opener(path: str) -> Any:
+            if not os.path.exists(path):  # the reader would only say "not ok"
+                raise FileNotFoundError(f"ArrayRecord file not found: {path}")
+            if not os.path.isfile(path):
+                raise ValueError(f"Cannot read the ArrayRecord file "
+                                 f"{self.shards.shown(number)}: it is not a regular file.")
+            reader = self._reader(path, READER_OPTIONS)
+            if not reader.ok():
+                with open(path, "rb") as f:
+                    if is_tfrecord(f.read(12)):
+                        raise ValueError(
+                            f"{self.shards.shown(number)} is not an ArrayRecord file: it "
+                            "is a TFRecord file (read it with kg.TFRecordGenerator).")
+                raise ValueError(
+                    f"{self.shards.shown(number)} is not an ArrayRecord file, or it is "
+                    "truncated (ArrayRecordReader cannot open it). Write it with "
+                    "array_record's ArrayRecordWriter, or restore an intact copy.")
+            return reader
+        return opener
+
+    def _check_groups(self, number: int, reader: Any) -> None:
+        """Warns when the file was written with groups of several records: each random
+        read then decodes a whole group (grain asks for group_size:1 too)."""
+        found = re.search(r"group_size:(\d+)", reader.writer_options_string() or "")
+        if found and int(found[1]) > 1:
+            warnings.warn(
+                f"{self.shards.shown(number)} was written with group_size:{found[1]}: "
+                f"every record read decodes its group of {found[1]} records, so shuffled "
+                "reading is that much slower. Write it with ArrayRecordWriter(path, "
+                "'group_size:1') for random access.", stacklevel=4)
+
+    def locate(self, k: int) -> tuple[int, int]:
+        """(file number, record number in the file) of record `k`."""
+        number = int(np.searchsorted(self.starts, k, side="right")) - 1
+        return number, int(k - self.starts[number])
+
+    def data(self, k: int) -> bytes:
+        """The bytes of record `k` (ArrayRecord checks its chunk's hash)."""
+        number, position = self.locate(k)
+        reader = self._open(number)
+        try:
+            return bytes(reader.read([position])[0])
+        except RuntimeError as error:  # riegeli's errors: a hash mismatch, a cut file
+            raise ValueError(f"{self.shards.shown(number)} is corrupt: record {position} "
+                             f"cannot be read ({error}). Rewrite the file, or restore an "
+                             "intact copy.") from None
+
+    def where(self, k: int) -> str:
+        number, position = self.locate(k)
+        return f"record {position} of {self.shards.shown(number)}"
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        state.pop("_local", None)
+        state.pop("_reader", None)
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._local = threading.local()
+        self._reader = _reader_class()
+
+
+class ArrayRecordGenerator(_ExampleGenerator):
+    """tf.train.Example records from ArrayRecord files (the format of google/grain),
+    with ArrayRecord's random access: shuffling, samplers and workers work as for the
+    other generators. The same `feature_spec`, labels, image decoding and errors as
+    kg.TFRecordGenerator; only the file format differs. Needs array_record and
+    TensorFlow (for the Example format): the [arrayrecord] extra. Records are checked
+    by ArrayRecord's own chunk hashes: a mismatch is an error naming the file and the
+    record.
+
+    Remote files (URLs) are read from local copies downloaded once, when the generator
+    is made, into `remote_cache`; worker processes read the same copies.
+
+    Args:
+        files: an ArrayRecord file, a glob pattern ("data/train-*.array_record", each
+            pattern's matches sorted; one matching nothing is a FileNotFoundError naming
+            it), or a list of them; local paths or URLs (s3://, gs://, https://, any
+            protocol fsspec reads: the [remote] extra). Files written with
+            group_size:1 (ArrayRecordWriter(path, "group_size:1")) read fastest; others
+            get a warning.
+        feature_spec: {feature key: kind}, kinds "image" (one encoded image, bytes_list),
+            "label" (one class id, int64_list, or one class name, bytes_list), "float"
+            (float_list) / "int" (int64_list, up to 2**24 in magnitude): numeric
+            features, concatenated in key order when there are several. One "image"
+            key, or numeric keys, make x. A feature whose list is not the one its kind
+            reads is an error naming the feature, both kinds and the record; nothing is
+            cast.
+        storage_options: options of fsspec's filesystem for URLs (credentials,
+            `client_kwargs={"endpoint_url": ...}`, ...).
+        remote_cache: a folder (or `kg.RemoteCache(folder, max_bytes=...)`) keeping the
+            local copies of remote files between runs, checked and shared by processes;
+            None (default): a temporary folder of this process. A copy removed by
+            another process's size bound is fetched again when next opened.
+        image_size, color_mode, interpolation, rescale: for "image" features.
+        decoder: "opencv" (default) or "nvimgcodec", for "image" features.
+        label_mode: "int" (default, as Keras) when there is a "label" feature, else None.
+        **common: see kg.Generator.
+    """
+
+    def __init__(self, files: StrPath | Iterable[StrPath],
+                 feature_spec: Mapping[str, FeatureKind] | None = None, *,
+                 image_size: ImageSize = (256, 256), color_mode: ColorMode = "rgb",
+                 interpolation: Interpolation = "bilinear", rescale: float | None = None,
+                 decoder: Decoder = "opencv",
+                 label_mode: LabelMode | Literal["auto"] | None = "auto",
+                 class_names: Sequence[str] | None = None, verbose: int = 1,
+                 storage_options: Mapping[str, Any] | None = None,
+                 remote_cache: StrPath | RemoteCache | None = None,
+                 **common: Any) -> None:
+        _checks.labels_come_from(self, common, "the feature of kind 'label' in "
+                                 "`feature_spec`")
+        _reader_class()  # before any file is fetched
+
+        def open_container(store: _remote.Store) -> ArrayRecordFiles:
+            return ArrayRecordFiles(Shards(files, "ArrayRecord file", store,
+                                           verbose=verbose), verbose)
+
+        self._setup(open_container, feature_spec, image_size=image_size,
+                    color_mode=color_mode, interpolation=interpolation, rescale=rescale,
+                    decoder=decoder, label_mode=label_mode, class_names=class_names,
+                    verbose=verbose, storage_options=storage_options,
+                    remote_cache=remote_cache, example=_example, common=common)
+
+    @property
+    def index(self) -> list[tuple[int, int]]:
+        """(file number, record number in the file) per record."""
+        return self.records.container.index  # type: ignore[attr-defined]
