@@ -29,6 +29,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see of the lazy names below (PE
     from kerasgen.inspection import inspect
     from kerasgen.sql import SQLFeatureGenerator, SQLGenerator, SQLImageGenerator
     from kerasgen.tfrecord import TFRecordGenerator
+    from kerasgen.webdataset import WebDatasetGenerator
 
 __version__ = "0.1.0"
 
@@ -43,6 +44,7 @@ __all__ = [
     "SQLGenerator",
     "SQLImageGenerator",
     "TFRecordGenerator",
+    "WebDatasetGenerator",
     "augment",
     "callbacks",
     "class_weights",
@@ -69,6 +71,7 @@ _WHERE = {
     "SQLGenerator": "kerasgen.sql",
     "SQLImageGenerator": "kerasgen.sql",
     "TFRecordGenerator": "kerasgen.tfrecord",
+    "WebDatasetGenerator": "kerasgen.webdataset",
     "augment": None,
     "callbacks": None,
     "gpu": None,

@@ -500,7 +500,7 @@ PUBLIC_MODULES = {
     "base": "kg.Generator", "generators": "kg.ArrayGenerator and the image generators",
     "image_dataset": "kg.image_dataset_from_directory", "inspection": "kg.inspect",
     "sql": "kg.SQLGenerator", "tfrecord": "kg.TFRecordGenerator",
-    "arrayrecord": "kg.ArrayRecordGenerator",
+    "arrayrecord": "kg.ArrayRecordGenerator", "webdataset": "kg.WebDatasetGenerator",
     "cli": "the kerasgen command", "loader": "the loader stage (docs/architecture.md)",
 }
 
@@ -530,7 +530,8 @@ LAYERS = [
     ("batch", {"_making"}),
     ("feeding", {"_ahead", "_workers", "_feeding", "_keras_compat"}),
     ("adapter", {"base", "_tfdata", "_grain"}),
-    ("generators", {"generators", "sql", "tfrecord", "arrayrecord", "image_dataset"}),
+    ("generators", {"generators", "sql", "tfrecord", "arrayrecord", "webdataset",
+                    "image_dataset"}),
     ("around", {"callbacks", "inspection", "cli", "viz", "gpu", "rebalance", "_preload",
                 "__init__",
                 "__main__"}),

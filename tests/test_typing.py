@@ -28,7 +28,7 @@ ROOT = PACKAGE.parent
 # whose API is its arguments. `_malloc` defines kg.tune_malloc and kg.leave_malloc.
 MODULES = ("arrayrecord", "augment", "base", "callbacks", "generators", "gpu", "image_dataset",
            "inspection", "loader", "rebalance", "samplers", "sources", "sql", "tfrecord",
-           "viz")
+           "viz", "webdataset")
 # Methods checked besides the public names: what a user calls through an operator.
 DUNDERS = ("__init__", "__call__", "__len__", "__getitem__")
 # base.py's hints come with the rewrite of Generator (branch i15-base): remove this
