@@ -28,6 +28,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see of the lazy names below (PE
     from kerasgen.image_dataset import image_dataset_from_directory
     from kerasgen.inspection import inspect
     from kerasgen.sql import SQLFeatureGenerator, SQLGenerator, SQLImageGenerator
+    from kerasgen.stream import StreamGenerator
     from kerasgen.tfrecord import TFRecordGenerator
     from kerasgen.webdataset import WebDatasetGenerator
 
@@ -43,6 +44,7 @@ __all__ = [
     "SQLFeatureGenerator",
     "SQLGenerator",
     "SQLImageGenerator",
+    "StreamGenerator",
     "TFRecordGenerator",
     "WebDatasetGenerator",
     "augment",
@@ -70,6 +72,7 @@ _WHERE = {
     "SQLFeatureGenerator": "kerasgen.sql",
     "SQLGenerator": "kerasgen.sql",
     "SQLImageGenerator": "kerasgen.sql",
+    "StreamGenerator": "kerasgen.stream",
     "TFRecordGenerator": "kerasgen.tfrecord",
     "WebDatasetGenerator": "kerasgen.webdataset",
     "augment": None,

@@ -32,6 +32,7 @@ TENSORFLOW_ONLY = {
     "test_tfrecord.py": "TFRecordGenerator parses records with TensorFlow's Example proto",
     "test_tfrecord_shards.py": "TFRecord lists, globs, GZIP/ZLIB and remote copies: records "
                                "parsed with TensorFlow's Example proto",
+    "test_stream.py": "its TFRecord reader parses records with TensorFlow's Example proto",
     "test_arrayrecord.py": "ArrayRecord records are parsed with TensorFlow's Example proto",
     "test_malloc.py": "undoes the malloc pin of TensorFlow's generator dataset (off "
                       "TensorFlow test_backends.py checks malloc is left alone)",

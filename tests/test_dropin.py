@@ -501,6 +501,7 @@ PUBLIC_MODULES = {
     "image_dataset": "kg.image_dataset_from_directory", "inspection": "kg.inspect",
     "sql": "kg.SQLGenerator", "tfrecord": "kg.TFRecordGenerator",
     "arrayrecord": "kg.ArrayRecordGenerator", "webdataset": "kg.WebDatasetGenerator",
+    "stream": "kg.StreamGenerator",
     "cli": "the kerasgen command", "loader": "the loader stage (docs/architecture.md)",
 }
 
@@ -530,7 +531,7 @@ LAYERS = [
     ("batch", {"_making"}),
     ("feeding", {"_ahead", "_workers", "_feeding", "_keras_compat"}),
     ("adapter", {"base", "_tfdata", "_grain"}),
-    ("generators", {"generators", "sql", "tfrecord", "arrayrecord", "webdataset",
+    ("generators", {"generators", "sql", "tfrecord", "arrayrecord", "webdataset", "stream",
                     "image_dataset"}),
     ("around", {"callbacks", "inspection", "cli", "viz", "gpu", "rebalance", "_preload",
                 "__init__",

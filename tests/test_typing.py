@@ -27,7 +27,7 @@ ROOT = PACKAGE.parent
 # The public modules (tests/test_dropin.py: PUBLIC_MODULES), less `cli`: the command line,
 # whose API is its arguments. `_malloc` defines kg.tune_malloc and kg.leave_malloc.
 MODULES = ("arrayrecord", "augment", "base", "callbacks", "generators", "gpu", "image_dataset",
-           "inspection", "loader", "rebalance", "samplers", "sources", "sql", "tfrecord",
+           "inspection", "loader", "rebalance", "samplers", "sources", "sql", "stream", "tfrecord",
            "viz", "webdataset")
 # Methods checked besides the public names: what a user calls through an operator.
 DUNDERS = ("__init__", "__call__", "__len__", "__getitem__")
