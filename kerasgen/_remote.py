@@ -196,6 +196,7 @@ class Store:
         subfolders; names starting with '.' are left out at any depth. Empty when there
         is nothing there."""
         fs, path = self.filesystem(url)
+        fs.invalidate_cache(path)  # fsspec keeps listings: this one must be of now
         found = self._retrying(what, url, lambda: fs.find(path, withdirs=False,
                                                           detail=True))
         root = path.rstrip("/")
@@ -220,6 +221,7 @@ class Store:
 
         def listed(folder: str) -> set[str]:
             fs, path = self.filesystem(folder)
+            fs.invalidate_cache(path)
             try:
                 entries = fs.ls(path, detail=True)
             except (FileNotFoundError, NotADirectoryError):
@@ -246,6 +248,7 @@ class Store:
 
     def _info(self, url: str, what: str) -> bool:
         fs, path = self.filesystem(url)
+        fs.invalidate_cache(path)
         try:
             info = self._retrying(what, url, lambda: fs.info(path))
         except FileNotFoundError:
@@ -272,6 +275,7 @@ class Store:
     def ls_folders(self, url: str) -> list[str]:
         """The names of the subfolders of `url`, sorted (hidden ones left out)."""
         fs, path = self.filesystem(url)
+        fs.invalidate_cache(path)
         entries = self._retrying("folder", url, lambda: fs.ls(path, detail=True))
         names = {info["name"].rstrip("/").rsplit("/", 1)[-1] for info in entries
                  if info.get("type") == "directory"}
@@ -280,6 +284,7 @@ class Store:
     def expand(self, pattern: str) -> list[str]:
         """The URLs matching the glob `pattern`, sorted."""
         fs, path = self.filesystem(pattern)
+        fs.invalidate_cache()
         found = self._retrying("glob pattern", pattern,
                                lambda: fs.glob(path, detail=True))
         urls = []
@@ -298,7 +303,10 @@ class Store:
         with self._lock:
             future = self._pending.pop(url, None)
         if future is not None:
-            return future.result()
+            try:
+                return future.result()
+            except Exception:  # noqa: BLE001 - fetched ahead, maybe long ago: ask again now
+                pass
         return self._fetch(url, what)
 
     def _fetch(self, url: str, what: str) -> np.ndarray:
@@ -314,6 +322,7 @@ class Store:
         def get() -> bytes:
             data = fs.cat_file(path)
             if expected is not None and len(data) != expected:
+                fs.invalidate_cache(path)
                 now = fs.info(path).get("size")  # replaced since it was listed?
                 if now != len(data):
                     raise _Short(f"got {len(data)} of its {expected} bytes")

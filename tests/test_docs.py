@@ -129,6 +129,7 @@ CHECKED_PAGES = [
     "docs/image-folder-generator.md",
     "docs/imbalance.md",
     "docs/label-modes.md",
+    "docs/remote.md",
     "docs/migrating.md",
     "docs/observability.md",
     "docs/performance.md",  # its tune_malloc() answer is True on Linux with glibc (CI's)
