@@ -25,6 +25,7 @@ BACKEND_SUITE = {
     "test_keras_io_examples.py": "keras.io's examples as written, on the backend they run on",
     "test_worker_matrix.py": "worker threads and processes under every fit and adapter mode",
     "test_notebook.py": "worker processes in a real Jupyter kernel",
+    "test_remote.py": "remote folders and CSV files (fsspec memory://), trained through fit",
 }
 TENSORFLOW_ONLY = {
     "test_tfdata_errors.py": "the tf.data forms (to_tf_dataset, image_dataset_from_directory's "
