@@ -9,12 +9,12 @@ import os
 import reprlib
 import sqlite3
 import urllib.parse
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, overload
 
 import numpy as np
 
-from kerasgen import _checks
+from kerasgen import _checks, _remote
 from kerasgen import _listing as listing
 from kerasgen._batching import DTYPES, EXACT_INTEGERS
 from kerasgen._listing import _check_unique
@@ -66,8 +66,29 @@ def _read_only(denied):
 SQLITE_HEADER = b"SQLite format 3\x00"
 
 
-def read_query(db: StrPath, query: str) -> listing.Table:
+def read_query(db: StrPath, query: str,
+               storage_options: Mapping[str, Any] | None = None,
+               remote_cache: Any = None) -> listing.Table:
     """Runs `query` once on the SQLite file `db`; returns a Table.
+
+    A URL `db` (s3://, https://...) is copied to local disk first (through
+    `remote_cache`, or a temporary folder), read as a local file, and errors name the
+    URL; the image paths of its rows are relative to the URL's folder.
+    """
+    if isinstance(db, str) and _remote.is_url(db):
+        store = _remote.Store(storage_options, _remote.check_cache(remote_cache))
+        local = store.local_copy(db, "SQLite database")
+        try:
+            table = read_query(local, query)
+        except (ValueError, FileNotFoundError) as error:
+            raise type(error)(str(error).replace(local, db)) from None
+        table.dirs = [db.rsplit("/", 1)[0]] * table.num_rows
+        return table
+    return _read_local_query(db, query)
+
+
+def _read_local_query(db: StrPath, query: str) -> listing.Table:
+    """`read_query` of a local file.
 
     Nothing on disk can change: the file is opened read-only (URI mode=ro), with
     `PRAGMA query_only`, and an authorizer allows only what a SELECT needs, so ATTACH
@@ -268,7 +289,8 @@ class SQLImageGenerator(CSVGenerator):
             _checks.fail("x_col", "one column name (of image paths)", x_col, TypeError,
                          hint="For numeric feature columns use SQLFeatureGenerator (or "
                               "SQLGenerator with a list of columns)")
-        table = read_query(db, query)
+        table = read_query(db, query, kwargs.get("storage_options"),
+                           kwargs.get("remote_cache"))
         _refuse_blob_labels(table, y_col, kwargs.get("label_mode", "int"))
         super().__init__(table, x_col=x_col, y_col=y_col, **kwargs)
 
@@ -289,7 +311,8 @@ class SQLFeatureGenerator(ArrayGenerator):
             _checks.fail("x_col", "a non-empty list of numeric column names", x_col,
                          TypeError, hint="For one column of image paths use "
                                          "SQLImageGenerator (or SQLGenerator with its name)")
-        table = read_query(db, query)
+        table = read_query(db, query, kwargs.pop("storage_options", None),
+                           kwargs.pop("remote_cache", None))
         for name in x_col:
             table.column(name, "x_col")
         x = _features(table, x_col, _checks.one_of("dtype", kwargs.get("dtype", "float32"),

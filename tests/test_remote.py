@@ -266,3 +266,24 @@ def test_join_url_and_walk_order():
     rels = ["b/z.png", "a.png", "b/a/x.png", "b/c.png", "c.png"]
     assert sorted(rels, key=_remote.walk_key) == ["a.png", "c.png", "b/c.png", "b/z.png",
                                                   "b/a/x.png"]
+
+
+def test_a_remote_sqlite_database_and_its_images(image_folder, memory_root, tmp_path):
+    import sqlite3
+    db = tmp_path / "pets.db"
+    with sqlite3.connect(db) as connection:
+        connection.execute("CREATE TABLE pets (filename TEXT, label TEXT)")
+        connection.executemany("INSERT INTO pets VALUES (?, ?)", [
+            (f"images/{name}/{name}_0.png", name) for name in CLASSES])
+    connection.close()
+    url = upload(image_folder, memory_root + "/images")
+    fsspec.filesystem("memory").pipe(f"/{memory_root[9:]}/pets.db", db.read_bytes())
+    gen = kg.SQLGenerator(memory_root + "/pets.db", "SELECT * FROM pets", image_size=(8, 8),
+                          shuffle=False)
+    assert gen.class_names == list(CLASSES)
+    assert gen.file_paths[0] == f"{url}/cat/cat_0.png"
+    local = kg.SQLGenerator(db, "SELECT * FROM pets", image_size=(8, 8), shuffle=False,
+                            directory=image_folder.parent)
+    assert_same(batches(gen), batches(local))
+    with pytest.raises(ValueError, match=rf"{memory_root}/pets\.db"):
+        kg.SQLGenerator(memory_root + "/pets.db", "SELECT nope FROM pets")
