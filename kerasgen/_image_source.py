@@ -129,6 +129,11 @@ class ImageSource:
         """Whether some files are URLs, read through the loader's store."""
         return self.loader.remote
 
+    def forget(self) -> None:
+        """Drops the objects fetched ahead and not read."""
+        if self.loader.store is not None:
+            self.loader.store.forget()
+
     def prefetch(self, indices: np.ndarray) -> None:
         """Starts fetching the remote objects of samples `indices` (see
         `ImageLoader.prefetch`)."""

@@ -7,6 +7,7 @@ import glob
 import io
 import os
 import posixpath
+import urllib.parse
 import warnings
 from typing import Any, NamedTuple
 
@@ -687,8 +688,11 @@ def resolve_paths(values, table, directory, allow_outside, describe):
             raise ValueError(f"File name missing at {describe(i)}. Received: {value!r}.")
         base = table.dirs[i] if root is None else root
         if _remote.is_url(value) or _remote.is_url(base):
-            path = value if _remote.is_url(value) else join_url(base, value)
-            inside = remote_root and path.startswith(root.rstrip("/") + "/")
+            try:
+                path = value if _remote.is_url(value) else join_url(base, value)
+            except ValueError as error:
+                raise ValueError(f"{error} At {describe(i)}.") from None
+            inside = remote_root and _url_inside(path, root)
         else:
             path = os.path.normpath(os.path.join(base, _remote.local(value)))
             inside = real_root is not None and os.path.commonpath(
@@ -704,16 +708,48 @@ def resolve_paths(values, table, directory, allow_outside, describe):
     return paths
 
 
+_NO_AUTHORITY = ("memory", "file", "local")  # protocols whose paths start at "/"
+
+
 def join_url(base, name):
     """The URL of `name` (relative, '..' allowed, or starting with '/' from the
-    bucket's or host's root) in the folder URL `base`."""
+    bucket's or host's root) in the folder URL `base`. The bucket (or host) is never
+    left: a name going above its root is a ValueError. Over HTTP the name is quoted."""
     head, rest = base.split("://", 1)
-    if name.startswith("/"):
-        top = "" if rest.startswith("/") else rest.split("/", 1)[0]
-        joined = posixpath.normpath(top + name)
+    if rest.startswith("/") or head in _NO_AUTHORITY:  # no bucket or host: memory://a
+        authority, path = "", rest.lstrip("/")
     else:
-        joined = posixpath.normpath(rest.rstrip("/") + "/" + name)
-    return f"{head}://{joined}"
+        authority, _, path = rest.partition("/")
+    parts = [] if name.startswith("/") else [p for p in path.split("/") if p]
+    for k, part in enumerate(name.split("/")):
+        if part == "." or (part == "" and (k == 0 or not parts)):
+            continue  # a key may hold '//': kept, not collapsed
+        if part == "..":
+            if not parts:
+                raise ValueError(f"The path {name!r} leaves {head}://{authority}: it goes "
+                                 f"above its root from {base}.")
+            parts.pop()
+        else:
+            parts.append(part)
+    key = "/".join(parts)
+    if head in ("http", "https"):
+        key = urllib.parse.quote(key, safe="/")
+    return f"{head}://{authority}/{key}" if authority else f"{head}:///{key}"
+
+
+def _url_inside(url, root):
+    """Whether the URL `url`, its '..' resolved, lies under the folder URL `root`."""
+    def parts(u):
+        head, rest = u.split("://", 1)
+        if rest.startswith("/") or head in _NO_AUTHORITY:
+            authority, path = "", rest
+        else:
+            authority, _, path = rest.partition("/")
+        path = posixpath.normpath("/" + urllib.parse.unquote(path))
+        return (head, authority), [p for p in path.split("/") if p]
+
+    (where, inside), (top, under) = parts(url), parts(root)
+    return where == top and inside[:len(under)] == under and len(inside) > len(under)
 
 
 def exists(paths, store=None):

@@ -18,6 +18,7 @@ import os
 import re
 import threading
 import time
+import urllib.parse
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import IO, Any, NoReturn
@@ -175,9 +176,12 @@ class Store:
                 time.sleep(min(0.1 * 2 ** (attempt - 1), 2.0))
             try:
                 return call()
-            except FileNotFoundError:
-                raise FileNotFoundError(f"{what[0].upper() + what[1:]} not found: "
-                                        f"{url}") from None
+            except FileNotFoundError as error:
+                if not _transfer_error(error):
+                    raise FileNotFoundError(f"{what[0].upper() + what[1:]} not found: "
+                                            f"{url}") from None
+                cause = error.__cause__
+                last = f"{type(cause).__name__}: {cause}"
             except PermissionError as error:
                 raise PermissionError(f"Cannot read {what} {url}: {error}. Pass the "
                                       "credentials as storage_options=.") from error
@@ -196,19 +200,47 @@ class Store:
         subfolders; names starting with '.' are left out at any depth. Empty when there
         is nothing there."""
         fs, path = self.filesystem(url)
+        web = _is_web(url)
+        if web:  # fsspec's links are quoted: the root must be too
+            path = url = quote_url(url)
         fs.invalidate_cache(path)  # fsspec keeps listings: this one must be of now
-        found = self._retrying(what, url, lambda: fs.find(path, withdirs=False,
-                                                          detail=True))
+        found = (self._walk(fs, path, what) if web else self._retrying(
+            what, url, lambda: fs.find(path, withdirs=False, detail=True)))
         root = path.rstrip("/")
         urls = []
         for name, info in found.items():
             rel = name[len(root):].lstrip("/") if name.startswith(root) else name
+            if web:
+                rel = urllib.parse.unquote(rel)  # the names, as a local copy has them
             if not rel or any(part.startswith(".") for part in rel.split("/")):
                 continue
             full = self.url(fs, name)
             self._note(full, info)
             urls.append((walk_key(rel), rel, full))
         return [(rel, full) for _, rel, full in sorted(urls)]
+
+    def _walk(self, fs: Any, root: str, what: str) -> dict[str, Any]:
+        """{name: info} of every file under `root`, one listing per folder, each retried
+        (fsspec's own walk of an HTTP server leaves out a folder whose page fails)."""
+        found: dict[str, Any] = {}
+        folders = [root]
+        while folders:
+            folder = folders.pop()
+            try:
+                entries = self._retrying(what, folder, lambda: fs.ls(folder, detail=True))
+            except FileNotFoundError:
+                if folder == root:
+                    return {}
+                raise
+            for info in entries:
+                name = info["name"]
+                if info.get("type") == "directory":
+                    if name.rstrip("/") != folder.rstrip("/") and name.startswith(
+                            root.rstrip("/")):
+                        folders.append(name)
+                else:
+                    found[name] = info
+        return found
 
     def exists(self, urls: list[str], what: str = "file") -> list[bool]:
         """Whether each object of `urls` exists (and notes its size): one listing per
@@ -277,8 +309,8 @@ class Store:
         fs, path = self.filesystem(url)
         fs.invalidate_cache(path)
         entries = self._retrying("folder", url, lambda: fs.ls(path, detail=True))
-        names = {info["name"].rstrip("/").rsplit("/", 1)[-1] for info in entries
-                 if info.get("type") == "directory"}
+        names = {urllib.parse.unquote(info["name"].rstrip("/").rsplit("/", 1)[-1])
+                 for info in entries if info.get("type") == "directory"}
         return sorted(n for n in names if n and not n.startswith("."))
 
     def expand(self, pattern: str) -> list[str]:
@@ -339,8 +371,10 @@ class Store:
         pool = self._executor()
         with self._lock:
             for url in urls:
-                if url in self._pending or len(self._pending) >= _PENDING_MAX:
+                if url in self._pending:
                     continue
+                while len(self._pending) >= _PENDING_MAX:  # the oldest, never read
+                    self._pending.pop(next(iter(self._pending))).cancel()
                 self._pending[url] = pool.submit(self._fetch, url, what)
 
     def forget(self) -> None:
@@ -398,6 +432,32 @@ def _stamp(value: Any) -> str:
     if isinstance(value, float):
         return repr(round(value, 6))
     return str(value)
+
+
+def _is_web(url: str) -> bool:
+    return protocol(url) in ("http", "https")
+
+
+def quote_url(url: str) -> str:
+    """`url` with its path quoted as HTTP needs ('a b' -> 'a%20b'; '%' itself quoted
+    once), unless it already is."""
+    head, rest = url.split("://", 1)
+    host, _, path = rest.partition("/")
+    if urllib.parse.unquote(path) != path:
+        return url  # quoted already
+    return f"{head}://{host}/{urllib.parse.quote(path, safe='/')}"
+
+
+def _transfer_error(error: FileNotFoundError) -> bool:
+    """Whether fsspec reported a failed transfer as FileNotFoundError (its HTTP
+    filesystem does, for any failure of `info`): a cause other than a 404 or 410."""
+    cause = error.__cause__
+    if cause is None:
+        return False
+    status = getattr(cause, "status", None)
+    if status is not None:
+        return status not in (404, 410)
+    return isinstance(cause, OSError) or type(cause).__module__.startswith("aiohttp")
 
 
 class _Short(Exception):

@@ -44,9 +44,11 @@ class RemoteCache:
 
     Args:
         folder: where the copies are kept (made if missing).
-        max_bytes: the most bytes of copies kept (least recently used removed first);
-            None: no bound. A single entry larger than the bound is kept (a warning-free
-            exception: it is in use), and the others are removed.
+        max_bytes: the bytes of copies kept (least recently used removed first); None:
+            no bound. The folder is measured (and trimmed) each time a process has added
+            an eighth of the bound since it last did, so it may hold up to that much more
+            per process between two trims. A single entry larger than the bound is kept
+            (it is in use), and the others are removed.
 
     Pass it as `remote_cache=` to a generator, or a folder path for a cache without bound.
     An entry is keyed by the object's URL and its version as the listing saw it (ETag or

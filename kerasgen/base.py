@@ -429,6 +429,8 @@ class Generator(PyDataset):
         self._order.batch_shuffle = False  # an adapter's next epoch asks for it anew
         self._order.next_epoch()
         self._feeding.epoch_ended()
+        if isinstance(self.source, sources_mod.PrefetchingSource):
+            self.source.forget()  # objects fetched ahead and not read: fetched anew
 
     def get_state(self, batches_done: int = 0) -> dict[str, Any]:
         """A small JSON-able dict; `set_state` on a fresh generator resumes from it.

@@ -162,6 +162,9 @@ class PrefetchingSource(Source, Protocol):
     def prefetch(self, indices: np.ndarray) -> None:
         """Starts fetching samples `indices` (returns at once)."""
 
+    def forget(self) -> None:
+        """Drops what was fetched ahead and not read (an epoch ended)."""
+
 
 def load_each(request: BatchRequest, load: Callable[[int], Any],
               assemble: Callable[[Sequence[Any], np.ndarray], Any] | None = None,

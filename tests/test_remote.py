@@ -108,7 +108,7 @@ def test_a_remote_csv_whose_rows_name_remote_images(image_folder, csv_file, memo
     common = dict(image_size=(8, 8), batch_size=4, seed=2)
     local = kg.CSVGenerator(csv_file, **common)
     remote = kg.CSVGenerator(url + "/train.csv", **common)
-    assert remote.file_paths[0].startswith(url + "/")
+    assert remote.file_paths[0].startswith("memory:///" + url[9:] + "/")
     assert_same(batches(remote), batches(local))
 
 
@@ -132,7 +132,7 @@ def test_a_missing_remote_file_is_named_or_its_row_skipped(image_folder, csv_fil
         kg.CSVGenerator(url + "/train.csv", image_size=(8, 8))
     with pytest.warns(UserWarning, match="Skipping 1 row"):
         gen = kg.CSVGenerator(url + "/train.csv", image_size=(8, 8), on_missing="skip")
-    assert gen.skipped == [url + "/dog/dog_1.jpg"]
+    assert gen.skipped == ["memory:///" + url[9:] + "/dog/dog_1.jpg"]
     assert len(gen.file_paths) == 11
 
 
@@ -263,6 +263,11 @@ def test_join_url_and_walk_order():
     assert join_url("s3://b/dir", "/top.jpg") == "s3://b/top.jpg"
     assert join_url("memory:///d", "a/b.png") == "memory:///d/a/b.png"
     assert join_url("http://h:8/a/b", "/c.png") == "http://h:8/c.png"
+    assert join_url("http://h:8/a", "c d%.png") == "http://h:8/a/c%20d%25.png"
+    assert join_url("s3://b/k", "x//y.png") == "s3://b/k/x//y.png"  # a key may hold //
+    assert join_url("memory://top", "/x.png") == "memory:///x.png"
+    with pytest.raises(ValueError, match=r"'\.\./\.\./o\.png' leaves s3://b"):
+        join_url("s3://b/k", "../../o.png")
     rels = ["b/z.png", "a.png", "b/a/x.png", "b/c.png", "c.png"]
     assert sorted(rels, key=_remote.walk_key) == ["a.png", "c.png", "b/c.png", "b/z.png",
                                                   "b/a/x.png"]
@@ -281,9 +286,25 @@ def test_a_remote_sqlite_database_and_its_images(image_folder, memory_root, tmp_
     gen = kg.SQLGenerator(memory_root + "/pets.db", "SELECT * FROM pets", image_size=(8, 8),
                           shuffle=False)
     assert gen.class_names == list(CLASSES)
-    assert gen.file_paths[0] == f"{url}/cat/cat_0.png"
+    assert gen.file_paths[0] == f"memory:///{url[9:]}/cat/cat_0.png"
     local = kg.SQLGenerator(db, "SELECT * FROM pets", image_size=(8, 8), shuffle=False,
                             directory=image_folder.parent)
     assert_same(batches(gen), batches(local))
     with pytest.raises(ValueError, match=rf"{memory_root}/pets\.db"):
         kg.SQLGenerator(memory_root + "/pets.db", "SELECT nope FROM pets")
+
+
+def test_objects_fetched_ahead_are_bounded_and_forgotten(monkeypatch, memory_root):
+    fs = fsspec.filesystem("memory")
+    urls = [f"{memory_root}/o{i}" for i in range(5)]
+    for i, url in enumerate(urls):
+        fs.pipe(url[9:], bytes([i]))
+    monkeypatch.setattr(_remote, "_PENDING_MAX", 2)
+    store = _remote.Store()
+    store.prefetch(urls)
+    assert list(store._pending) == urls[3:]  # the oldest went first
+    store.forget()
+    assert store._pending == {}
+    fs.pipe(urls[0][9:], b"new")
+    store.prefetch(urls[:1])
+    assert store.read(urls[0]).tobytes() == b"new"

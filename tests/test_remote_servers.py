@@ -244,3 +244,55 @@ def test_keras_io_image_classification_from_scratch_trains_from_s3(s3, tmp_path)
     assert result.returncode == 0, result.stdout[-6000:]
     assert "Found 80 files belonging to 2 classes." in result.stdout, result.stdout[-6000:]
     assert "Using 64 files for training." in result.stdout, result.stdout[-6000:]
+
+
+def test_an_http_folder_whose_subfolder_page_fails_is_an_error_not_fewer_classes(
+        http_folder, image_folder, fault_proxy):
+    proxy = fault_proxy(http_folder(image_folder))
+    proxy.fail_next(2, status=503, path="/dog/")  # retried: every class, every image
+    gen = kg.ImageFolderGenerator(proxy.url + "/", **COMMON)
+    assert gen.class_names == list(CLASSES) and len(gen.file_paths) == 12
+    proxy.fail_next(1000, status=503, path="/dog/")
+    with pytest.raises(ConnectionError, match=r"/dog/.*after 4 attempts"):
+        kg.ImageFolderGenerator(proxy.url + "/", **COMMON)
+
+
+def test_an_http_5xx_at_the_existence_check_is_never_taken_for_a_missing_file(
+        http_folder, image_folder, fault_proxy, tmp_path):
+    proxy = fault_proxy(http_folder(image_folder))
+    rows = "filename,label\n" + "".join(
+        f"{proxy.url}/dog/dog_{i}.{'png' if i % 2 == 0 else 'jpg'},dog\n" for i in range(3))
+    (tmp_path / "dogs.csv").write_text(rows)
+    proxy.fail_next(1000, status=503, path="/dog")
+    with pytest.raises(ConnectionError, match="503"):
+        kg.CSVGenerator(tmp_path / "dogs.csv", on_missing="skip", **COMMON)
+    proxy.fail_next(0)
+
+
+def test_http_names_with_spaces_percent_signs_and_accents_match_the_local_folder(
+        http_folder, tmp_path):
+    from tests.conftest import write_image
+    root = tmp_path / "odd"
+    for k, rel in enumerate(["zebra/c d.png", "zebra/c%20d.png", "élan/a#1.png",
+                             "élan/q?x.png", "my data/x.png"]):
+        write_image(str(root / rel), value=20 * k + 10)
+    local = kg.ImageFolderGenerator(root, **COMMON)
+    server = http_folder(root)
+    remote = kg.ImageFolderGenerator(server.url + "/", **COMMON)
+    assert remote.class_names == local.class_names == ["my data", "zebra", "élan"]
+    assert_same(batches(remote), batches(local))
+    rows = "filename,label\n" + "".join(f"{rel},{rel.split('/')[0]}\n" for rel in [
+        "zebra/c d.png", "zebra/c%20d.png", "élan/a#1.png", "élan/q?x.png"])
+    (root / "list.csv").write_text(rows, encoding="utf-8")
+    local_csv = kg.CSVGenerator(root / "list.csv", **COMMON)
+    remote_csv = kg.CSVGenerator(server.url + "/list.csv", **COMMON)
+    assert_same(batches(remote_csv), batches(local_csv))
+
+
+def test_a_url_cell_leaving_a_url_directory_is_refused(http_folder, image_folder, tmp_path):
+    server = http_folder(image_folder.parent)
+    (tmp_path / "out.csv").write_text(
+        f"filename,label\n{server.url}/images/cat/../dog/dog_0.png,dog\n")
+    with pytest.raises(ValueError, match="leaves `directory`"):
+        kg.CSVGenerator(tmp_path / "out.csv", directory=server.url + "/images/cat",
+                        **COMMON)
