@@ -221,25 +221,8 @@ def list_image_folder(directory, class_names=None, classes_required=True,
         return Listing(paths, None, None, skipped)
     subfolders = sorted(d for d in os.listdir(directory)
                         if os.path.isdir(os.path.join(directory, d)) and not d.startswith("."))
-    if class_names is not None:
-        class_names = [str(c) for c in class_names]
-        if len(set(class_names)) != len(class_names):
-            _checks.fail("class_names", "a list of distinct names", class_names)
-        missing = [c for c in class_names if c not in subfolders]
-        if missing:
-            raise ValueError(
-                f"`class_names` must name subfolders of {directory}. Received: "
-                f"class_names={class_names}; not found: {missing}. Subfolders: {subfolders}."
-            )
-    elif subfolders:
-        class_names = subfolders
+    class_names = _class_folders(directory, class_names, subfolders, classes_required)
     if not class_names:
-        if classes_required:
-            raise ValueError(
-                f"No class subfolders in {directory}. Put each class's images in a "
-                "subfolder named after the class, or pass label_mode=None to load the "
-                "folder's images without labels."
-            )
         paths = walk.files(directory)
         skipped = walk.finish(on_error)
         if not paths:
@@ -262,6 +245,30 @@ def list_image_folder(directory, class_names=None, classes_required=True,
     return Listing(paths, np.asarray(class_ids, dtype="int64"), class_names, skipped)
 
 
+def _class_folders(directory, class_names, subfolders, classes_required):
+    """The class names of a folder with `subfolders`: `class_names` checked against
+    them, or the subfolders; None (no classes) only when `classes_required` is False."""
+    if class_names is not None:
+        class_names = [str(c) for c in class_names]
+        if len(set(class_names)) != len(class_names):
+            _checks.fail("class_names", "a list of distinct names", class_names)
+        missing = [c for c in class_names if c not in subfolders]
+        if missing:
+            raise ValueError(
+                f"`class_names` must name subfolders of {directory}. Received: "
+                f"class_names={class_names}; not found: {missing}. Subfolders: {subfolders}."
+            )
+    else:
+        class_names = subfolders
+    if not class_names and classes_required:
+        raise ValueError(
+            f"No class subfolders in {directory}. Put each class's images in a "
+            "subfolder named after the class, or pass label_mode=None to load the "
+            "folder's images without labels."
+        )
+    return class_names or None
+
+
 def _remote_folder(store, directory, class_names, classes_required, flat):
     """`list_image_folder` of the URL `directory`: one listing of every object under
     it. Folders are prefixes there: a class folder is one holding an object."""
@@ -277,24 +284,8 @@ def _remote_folder(store, directory, class_names, classes_required, flat):
             raise ValueError(_no_images_message(directory))
         return Listing([url for _, url in images], None, None, [])
     subfolders = sorted({rel.split("/", 1)[0] for rel, _ in found if "/" in rel})
-    if class_names is not None:
-        class_names = [str(c) for c in class_names]
-        if len(set(class_names)) != len(class_names):
-            _checks.fail("class_names", "a list of distinct names", class_names)
-        missing = [c for c in class_names if c not in subfolders]
-        if missing:
-            raise ValueError(
-                f"`class_names` must name subfolders of {directory}. Received: "
-                f"class_names={class_names}; not found: {missing}. Subfolders: {subfolders}."
-            )
-    elif subfolders:
-        class_names = subfolders
+    class_names = _class_folders(directory, class_names, subfolders, classes_required)
     if not class_names:
-        if classes_required:
-            raise ValueError(
-                f"No class subfolders in {directory}. Put each class's images in a "
-                "subfolder named after the class, or pass label_mode=None to load the "
-                "folder's images without labels.")
         if not images:
             raise ValueError(_no_images_message(directory))
         return Listing([url for _, url in images], None, None, [])

@@ -16,21 +16,11 @@ import tensorflow as tf
 import kerasgen as kg
 from tests import servers
 from tests.conftest import CLASSES
+from tests.test_remote import assert_same, batches
 
 s3 = servers.s3
 http_folder = servers.http_folder
 fault_proxy = servers.fault_proxy
-
-
-def batches(gen):
-    return [gen[i] for i in range(len(gen))]
-
-
-def assert_same(a, b):
-    assert len(a) == len(b)
-    for one, other in zip(a, b):
-        for x, y in zip(one, other):
-            np.testing.assert_array_equal(x, y)
 
 
 def tiny_model(classes=3, size=8):
