@@ -1,0 +1,807 @@
+#!/usr/bin/env python
+"""Images/s in `model.fit` with the data on an S3 server 20 ms away, per feed (issue 31).
+
+Standalone script (never part of the test suite). It
+
+1. builds, once, the photo folder of benchmarks/data.py (`--num-files` JPEGs, 500x375,
+   10 classes) and, from it, WebDataset tar shards (members "<key>.jpg", "<key>.cls") and
+   TFRecord shards (tf.train.Example: "image" bytes, "label" int64), kept in
+   benchmarks/.data/remote-N;
+2. starts, in this process, moto's S3 server (tests/servers.py `S3Server`), uploads the
+   photos ("s3://bench/photos/class_NN/...") and the shards ("s3://bench/wds/*.tar",
+   "s3://bench/tfr/*.tfrecord"), and puts a `FaultProxy` in front of it that holds every
+   request `--latency` seconds (default 0.020) before forwarding it: the feeds reach the
+   server through the proxy only;
+3. fills a `kg.RemoteCache` folder once (a pass of kerasgen over "s3://bench/photos", in a
+   child process);
+4. trains a small CNN (Keras's tutorial CNN: Rescaling, Conv2D 16/32/64 with max pooling,
+   global average pooling, Dense) at `--image-size` (default 128x128), batch 32, for 2
+   epochs per run, each run in a fresh process (this script with the hidden `--part`);
+   epoch 1 is the warm-up, epoch 2 is timed; then one more pass over the feed without a
+   model (the bare loop) is timed. Rounds interleave the feeds, so drift hits them alike;
+5. prints each feed's images/s (median of `--repeats` runs, min, max), the bare-loop
+   rate, the time the feed took to build (listing, downloading shards, indexing), the CPU
+   used by the run, by the server and by other processes, and the ratios against the
+   peers measured in the same run.
+
+The feeds (see FEEDS): kerasgen on the local folder (`cache=None`: every epoch decodes,
+the reference); kerasgen on s3:// cold (`cache=None`, no remote_cache: every epoch fetches
+every object) and warm (`remote_cache=` filled before: the timed epoch reads local
+copies, after one listing); kerasgen's WebDatasetGenerator and TFRecordGenerator on the
+s3:// shards (downloaded when the generator is made: the build time); tf.data's
+TFRecordDataset over the same shards (TensorFlow has no S3 filesystem since 2.6, and
+tensorflow-io has no build for this TensorFlow, so s3fs downloads them first: the build
+time); tf.data's from_generator over s3fs reads of the image objects (16 generators in a
+parallel interleave, as a careful user would, decoded in tf); webdataset's own
+`WebDataset` over the s3:// shards (an fsspec handler in `webdataset.gopen_schemes`,
+`.decode("rgb8")`, cv2 resize, `.batched(32)`, given to fit as a Python generator with
+`steps_per_epoch`); and an in-memory batch (info: what the model alone reaches here).
+
+The S3 server and the proxy are Python threads of this process; the CPU they use during a
+timed epoch is shown apart ("server"), and is not counted as other processes' load. Real
+S3 costs the training machine nothing but the client's side of each request.
+
+Run from the repository root, as a module:
+
+    KERAS_BACKEND=tensorflow .venv/bin/python -m benchmarks.remote            # 3 rounds
+    KERAS_BACKEND=tensorflow .venv/bin/python -m benchmarks.remote --quick    # smoke run
+"""
+
+import argparse
+import json
+import math
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+
+from benchmarks.data import (DATA_DIR, NUM_CLASSES, build_data,  # noqa: E402
+                             default_folder, expected_files, warm_page_cache)
+from benchmarks.machine import (CpuMeter, add_quiet_options, git_state,  # noqa: E402
+                                machine_busy_seconds, usable_cores, wait_for_quiet)
+
+MODULE = "benchmarks.remote"  # what the child processes run: python -m MODULE --part ...
+
+BUCKET = "bench"
+BATCH_SIZE = 32
+DEFAULT_FILES, QUICK_FILES = 2000, 300
+DEFAULT_SHARDS, QUICK_SHARDS = 8, 4
+LATENCY = 0.020
+INTERLEAVE = 16  # parallel generators of the tf.data from_generator feed
+
+CEILING = "in-memory batch (model ceiling, info)"
+KG_LOCAL = "kerasgen local folder"
+KG_COLD = "kerasgen s3:// cold"
+KG_COLD0 = "kerasgen s3:// cold, 0 ms proxy (info)"
+KG_WARM = "kerasgen s3:// warm remote_cache"
+KG_WDS = "kerasgen WebDatasetGenerator s3://"
+KG_TFR = "kerasgen TFRecordGenerator s3://"
+TF_TFR = "tf.data TFRecordDataset (s3fs copies)"
+TF_GEN = "tf.data from_generator s3fs x16"
+WDS = "webdataset.WebDataset s3:// (fsspec)"
+LITDATA = "litdata.StreamingDataset s3:// (2 workers)"
+FEEDS = [CEILING, KG_LOCAL, KG_COLD, KG_COLD0, KG_WARM, KG_WDS, KG_TFR, TF_TFR, TF_GEN,
+         WDS, LITDATA]
+TORCH_FEEDS = [LITDATA]  # run by --peers-python (torch is not in the project's venv)
+SHORT = {CEILING: "ceiling", KG_LOCAL: "kg-local", KG_COLD: "kg-cold",
+         KG_COLD0: "kg-cold-0ms", KG_WARM: "kg-warm",
+         KG_WDS: "kg-wds", KG_TFR: "kg-tfr", TF_TFR: "tf-tfr", TF_GEN: "tf-gen",
+         WDS: "wds", LITDATA: "litdata"}
+BY_SHORT = {v: k for k, v in SHORT.items()}
+KG_S3 = [KG_COLD, KG_WARM, KG_WDS, KG_TFR]
+PEERS = [TF_TFR, TF_GEN, WDS, LITDATA]
+TARGETS = [  # label, numerator, denominator, target
+    ("kerasgen s3:// warm remote_cache / kerasgen local", KG_WARM, KG_LOCAL, 0.9),
+    ("kerasgen s3:// cold / kerasgen local", KG_COLD, KG_LOCAL, 0.7),
+    # each peer against kerasgen reading the same objects
+    ("kerasgen s3:// cold / tf.data from_generator s3fs", KG_COLD, TF_GEN, 1.0),
+    ("kerasgen TFRecordGenerator s3:// / tf.data TFRecordDataset", KG_TFR, TF_TFR, 1.0),
+    ("kerasgen WebDatasetGenerator s3:// / webdataset.WebDataset", KG_WDS, WDS, 1.0),
+    ("kerasgen WebDatasetGenerator s3:// / litdata.StreamingDataset", KG_WDS, LITDATA, 1.0),
+    # across formats (no target of their own: see the strict line below)
+    ("kerasgen s3:// cold / tf.data TFRecordDataset", KG_COLD, TF_TFR, None),
+    ("kerasgen s3:// cold / webdataset.WebDataset", KG_COLD, WDS, None),
+    ("kerasgen s3:// warm remote_cache / tf.data TFRecordDataset", KG_WARM, TF_TFR, None),
+    ("kerasgen s3:// cold: 20 ms proxy / 0 ms proxy", KG_COLD, KG_COLD0, None),
+    ("kerasgen TFRecordGenerator s3:// / kerasgen local", KG_TFR, KG_LOCAL, None),
+    ("kerasgen WebDatasetGenerator s3:// / kerasgen local", KG_WDS, KG_LOCAL, None),
+    ("kerasgen local / model ceiling", KG_LOCAL, CEILING, None),
+]
+
+
+# ----------------------------------------------------------------------------- data
+def shard_folder(num_files, num_shards):
+    return DATA_DIR / f"remote-{num_files}-{num_shards}"
+
+
+def shard_ranges(num_files, num_shards):
+    """(first, stop) file numbers of each shard: consecutive files, as even as can be."""
+    edges = [round(k * num_files / num_shards) for k in range(num_shards + 1)]
+    return list(zip(edges[:-1], edges[1:]))
+
+
+def wds_name(k):
+    return f"shard-{k:06d}.tar"
+
+
+def tfr_name(k):
+    return f"shard-{k:06d}.tfrecord"
+
+
+def sample_key(i):
+    return f"img_{i:05d}"
+
+
+def build_shards(args):
+    """Writes the WebDataset and TFRecord shards of the photo folder (in this child
+    process: TensorFlow writes the records); a `done.json` last marks them complete."""
+    import io
+    import tarfile
+
+    import tensorflow as tf
+
+    out = Path(args.shards)
+    (out / "wds").mkdir(parents=True, exist_ok=True)
+    (out / "tfr").mkdir(parents=True, exist_ok=True)
+    files = expected_files(args.num_files)
+    for k, (first, stop) in enumerate(shard_ranges(args.num_files, args.num_shards)):
+        with tarfile.open(out / "wds" / (wds_name(k) + ".part"), "w",
+                          format=tarfile.USTAR_FORMAT) as tar:
+            for i in range(first, stop):
+                image = (Path(args.data) / files[i]).read_bytes()
+                for field, data in (("jpg", image), ("cls", str(i % NUM_CLASSES).encode())):
+                    info = tarfile.TarInfo(f"{sample_key(i)}.{field}")
+                    info.size, info.mtime, info.mode = len(data), 0, 0o644
+                    tar.addfile(info, io.BytesIO(data))
+        os.replace(out / "wds" / (wds_name(k) + ".part"), out / "wds" / wds_name(k))
+        part = out / "tfr" / (tfr_name(k) + ".part")
+        with tf.io.TFRecordWriter(os.fspath(part)) as writer:
+            for i in range(first, stop):
+                image = (Path(args.data) / files[i]).read_bytes()
+                example = tf.train.Example(features=tf.train.Features(feature={
+                    "image": tf.train.Feature(bytes_list=tf.train.BytesList(value=[image])),
+                    "label": tf.train.Feature(int64_list=tf.train.Int64List(
+                        value=[i % NUM_CLASSES]))}))
+                writer.write(example.SerializeToString())
+        os.replace(part, out / "tfr" / tfr_name(k))
+    done = {"num_files": args.num_files, "num_shards": args.num_shards}
+    (out / "done.json").write_text(json.dumps(done))
+    with open(args.part_out, "w") as f:
+        json.dump(done, f)
+
+
+def litdata_folder(args):
+    return Path(args.shards) / "litdata"
+
+
+def build_litdata(args):
+    """Writes the photos as LitData chunks (`litdata.optimize`: raw JPEG bytes and the
+    label, as many samples per chunk as a shard holds), run by --peers-python."""
+    import litdata
+
+    files = expected_files(args.num_files)
+    out = litdata_folder(args)
+    shutil.rmtree(out, ignore_errors=True)
+    litdata.optimize(fn=_litdata_sample, inputs=[(os.fspath(Path(args.data) / files[i]), i)
+                                                 for i in range(args.num_files)],
+                     output_dir=os.fspath(out), num_workers=1,
+                     chunk_size=math.ceil(args.num_files / args.num_shards))
+    with open(args.part_out, "w") as f:
+        json.dump({"chunks": len(list(out.glob("*.bin")))}, f)
+
+
+def _litdata_sample(item):
+    path, i = item
+    return {"image": Path(path).read_bytes(), "label": i % NUM_CLASSES}
+
+
+class Remote:
+    """The S3 server (moto), its bucket holding the photos and the shards, and the
+    latency proxy in front of it; all in this process (threads)."""
+
+    def __init__(self, data, shards, latency):
+        from tests.servers import FaultProxy, S3Server
+
+        self.server = S3Server().start()
+        self.server.create_bucket(BUCKET)
+        start = time.perf_counter()
+        self.objects = self.server.upload_folder(data, f"{BUCKET}/photos")
+        self.objects += self.server.upload_folder(Path(shards) / "wds", f"{BUCKET}/wds")
+        self.objects += self.server.upload_folder(Path(shards) / "tfr", f"{BUCKET}/tfr")
+        if (Path(shards) / "litdata").is_dir():
+            self.objects += self.server.upload_folder(Path(shards) / "litdata",
+                                                      f"{BUCKET}/litdata")
+        self.upload_s = time.perf_counter() - start
+        self.proxy = FaultProxy(self.server.host, self.server.port).start()
+        self.proxy.latency = latency
+        self.proxy0 = FaultProxy(self.server.host, self.server.port).start()  # latency 0
+
+    @property
+    def storage_options(self):
+        return self.server.storage_options_via(self.proxy)
+
+    @property
+    def storage_options0(self):
+        """Through the proxy that adds no latency (the same work per request)."""
+        return self.server.storage_options_via(self.proxy0)
+
+    def stop(self):
+        self.proxy.stop()
+        self.proxy0.stop()
+        self.server.stop()
+
+
+# ----------------------------------------------------------------------------- child
+def tutorial_cnn(image_size):
+    import keras
+    from keras import layers
+
+    inputs = keras.Input(tuple(image_size) + (3,))
+    x = layers.Rescaling(1 / 255)(inputs)
+    for filters in (16, 32, 64):
+        x = layers.Conv2D(filters, 3, padding="same", activation="relu")(x)
+        x = layers.MaxPooling2D()(x)
+    x = layers.GlobalAveragePooling2D()(x)
+    model = keras.Model(inputs, layers.Dense(NUM_CLASSES)(x))
+    model.compile("adam", keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+                  metrics=["accuracy"])
+    return model
+
+
+def s3_paths(fs, prefix):
+    """(paths, labels) of the image objects under `prefix`, class = their folder."""
+    paths = sorted(p for p in fs.find(prefix) if p.endswith(".jpg"))
+    classes = sorted({p.split("/")[-2] for p in paths})
+    return paths, [classes.index(p.split("/")[-2]) for p in paths]
+
+
+def scratch_folder(prefix):
+    """A temporary folder, removed when this process exits."""
+    import atexit
+
+    folder = tempfile.mkdtemp(prefix=prefix)
+    atexit.register(shutil.rmtree, folder, True)
+    return folder
+
+
+def drain(batches):
+    """Takes every batch of `batches`, keeping none."""
+    for _ in batches:
+        pass
+
+
+def make_feed(name, args):
+    """(what fit gets, fit's keyword arguments, a function doing one bare pass)."""
+    size = tuple(args.image_size)
+    opts = json.loads(args.storage_options) if args.storage_options else {}
+    steps = math.ceil(args.num_files / BATCH_SIZE)
+    common = {"image_size": size, "batch_size": BATCH_SIZE, "cache": None, "seed": 0,
+              "verbose": 0}
+    if name == CEILING:  # one batch, in the graph: the model's own rate here
+        import numpy as np
+        import tensorflow as tf
+
+        x = np.random.default_rng(0).uniform(0, 255, (BATCH_SIZE,) + size + (3,))
+        y = np.arange(BATCH_SIZE, dtype="int32") % NUM_CLASSES
+        ds = tf.data.Dataset.from_tensors((x.astype("float32"), y)).repeat(steps)
+        return ds, {}, lambda: drain(ds)
+    if name.startswith("kerasgen"):
+        import kerasgen as kg
+
+        if name == KG_LOCAL:
+            gen = kg.ImageFolderGenerator(args.data, **common)
+        elif name == KG_COLD:
+            gen = kg.ImageFolderGenerator(f"s3://{BUCKET}/photos", storage_options=opts,
+                                          **common)
+        elif name == KG_COLD0:
+            gen = kg.ImageFolderGenerator(f"s3://{BUCKET}/photos",
+                                          storage_options=json.loads(args.storage_options0),
+                                          **common)
+        elif name == KG_WARM:
+            gen = kg.ImageFolderGenerator(f"s3://{BUCKET}/photos", storage_options=opts,
+                                          remote_cache=kg.RemoteCache(args.remote_cache),
+                                          **common)
+        elif name == KG_WDS:
+            last = args.num_shards - 1
+            gen = kg.WebDatasetGenerator(
+                f"s3://{BUCKET}/wds/shard-{{000000..{last:06d}}}.tar",
+                storage_options=opts, **common)
+        elif name == KG_TFR:
+            del common["cache"]  # TFRecordGenerator keeps no decoded images
+            gen = kg.TFRecordGenerator(f"s3://{BUCKET}/tfr/*.tfrecord",
+                                       feature_spec={"image": "image", "label": "label"},
+                                       storage_options=opts, **common)
+        else:
+            raise ValueError(name)
+        return gen, {}, lambda: drain(gen[i] for i in range(len(gen)))
+    import fsspec
+    import tensorflow as tf
+
+    fs = fsspec.filesystem("s3", **opts)
+    autotune = tf.data.AUTOTUNE
+
+    def decode(image, label):
+        x = tf.image.resize(tf.io.decode_jpeg(image, channels=3), size)
+        return x, label
+
+    if name == TF_TFR:
+        local = scratch_folder("kerasgen-remote-tfr-")
+        remote = sorted(fs.glob(f"{BUCKET}/tfr/*.tfrecord"))
+        fs.get(remote, local + "/")  # s3fs: concurrently
+        files = sorted(str(p) for p in Path(local).glob("*.tfrecord"))
+        spec = {"image": tf.io.FixedLenFeature([], tf.string),
+                "label": tf.io.FixedLenFeature([], tf.int64)}
+
+        def parse(record):
+            example = tf.io.parse_single_example(record, spec)
+            return decode(example["image"], example["label"])
+
+        ds = (tf.data.TFRecordDataset(files, num_parallel_reads=autotune)
+              .shuffle(1024, seed=0).map(parse, num_parallel_calls=autotune)
+              .batch(BATCH_SIZE).prefetch(autotune))
+    elif name == TF_GEN:
+        paths, labels = s3_paths(fs, f"{BUCKET}/photos")
+
+        def objects(k):
+            for i in range(int(k), len(paths), INTERLEAVE):
+                yield fs.cat_file(paths[i]), labels[i]
+
+        signature = (tf.TensorSpec((), tf.string), tf.TensorSpec((), tf.int32))
+        # tf.data's thread pool has one thread per core: the 16 generators (each
+        # waiting on its reads) would run two at a time, so it gets 16 threads
+        options = tf.data.Options()
+        options.threading.private_threadpool_size = INTERLEAVE
+        ds = (tf.data.Dataset.range(INTERLEAVE)
+              .interleave(lambda k: tf.data.Dataset.from_generator(
+                  objects, args=(k,), output_signature=signature),
+                  cycle_length=INTERLEAVE, num_parallel_calls=INTERLEAVE,
+                  deterministic=False)
+              .map(decode, num_parallel_calls=autotune)
+              .batch(BATCH_SIZE).prefetch(autotune).with_options(options))
+    elif name == WDS:
+        import cv2
+        import numpy as np
+        import webdataset as wds
+
+        def stack(samples):
+            xs, ys = zip(*samples)
+            return np.stack(xs), np.asarray(ys, "int32")
+
+        def gopen_s3(url, mode="rb", bufsize=8192, **kw):
+            return fs.open(url, mode, block_size=8 << 20)
+
+        wds.gopen_schemes["s3"] = gopen_s3
+        urls = [f"s3://{BUCKET}/wds/{wds_name(k)}" for k in range(args.num_shards)]
+        dataset = (wds.WebDataset(urls, shardshuffle=False, empty_check=False)
+                   .decode("rgb8").to_tuple("jpg", "cls")
+                   .map_tuple(lambda im: cv2.resize(im, size[::-1],
+                                                    interpolation=cv2.INTER_LINEAR),
+                              lambda c: np.int32(c))
+                   .batched(BATCH_SIZE, partial=True, collation_fn=stack))
+
+        def forever():
+            while True:
+                yield from dataset
+
+        return forever(), {"steps_per_epoch": steps}, lambda: drain(dataset)
+    elif name == LITDATA:
+        import botocore.config
+        import cv2
+        import litdata
+        import numpy as np
+
+        def transform(sample):
+            image = cv2.imdecode(np.frombuffer(sample["image"], np.uint8), cv2.IMREAD_COLOR)
+            image = cv2.cvtColor(cv2.resize(image, size[::-1],
+                                            interpolation=cv2.INTER_LINEAR),
+                                 cv2.COLOR_BGR2RGB)
+            return image, np.int32(sample["label"])
+
+        from litdata.streaming import downloader
+
+        # litdata's chunk downloads go through obstore, which refuses an http:// endpoint
+        # unless its client options allow it; litdata has no setting for it (real S3 is
+        # https), so its module-level client options get allow_http
+        downloader._OBSTORE_CLIENT_OPTIONS["allow_http"] = True
+        options = {"endpoint_url": opts["client_kwargs"]["endpoint_url"],
+                   "region_name": opts["client_kwargs"]["region_name"],
+                   "aws_access_key_id": opts["key"], "aws_secret_access_key": opts["secret"],
+                   "config": botocore.config.Config(s3={"addressing_style": "path"})}
+        dataset = litdata.StreamingDataset(
+            f"s3://{BUCKET}/litdata", cache_dir=scratch_folder("kerasgen-litdata-"),
+            storage_options=options, transform=transform)
+        loader = litdata.StreamingDataLoader(dataset, batch_size=BATCH_SIZE, num_workers=2,
+                                             persistent_workers=True)
+
+        def numpy_batches():
+            for x, y in loader:
+                yield x.numpy(), y.numpy()
+
+        def forever():
+            while True:
+                yield from numpy_batches()
+
+        return forever(), {"steps_per_epoch": steps}, lambda: drain(numpy_batches())
+    else:
+        raise ValueError(name)
+    # the batches an epoch holds, as a user who knows them tells Keras (the cardinality
+    # of a TFRecordDataset or from_generator is unknown)
+    ds = ds.apply(tf.data.experimental.assert_cardinality(steps))
+    return ds, {}, lambda: drain(ds)
+
+
+def process_cpu_seconds(pid):
+    """CPU seconds (user + system) the process `pid` has used, from /proc, or None."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def children_cpu_seconds():
+    """{pid: CPU seconds} of this process's live child processes (DataLoader workers)."""
+    found = {}
+    me = str(os.getpid())
+    for pid in os.listdir("/proc") if os.path.isdir("/proc") else ():
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if fields[1] == me:
+            found[pid] = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return found
+
+
+class Meter:
+    """CpuMeter, plus the cores the parent process (the S3 server) used, and this
+    process's child processes (counted as its own); `other_cores` excludes both."""
+
+    def __enter__(self):
+        self.server = process_cpu_seconds(os.getppid())
+        self.children = children_cpu_seconds()
+        self.cpu = CpuMeter().__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        self.cpu.__exit__(*exc)
+        end = process_cpu_seconds(os.getppid())
+        children = children_cpu_seconds()
+        wall = self.cpu.wall
+        workers = sum(t - self.children.get(pid, 0.0) for pid, t in children.items()) / wall
+        self.server_cores = (None if end is None or self.server is None
+                             else (end - self.server) / wall)
+        others = self.cpu.other_cores
+        if others is not None and self.server_cores is not None:
+            others = max(0.0, others - self.server_cores - workers)
+        self.result = {"seconds": wall, "own_cores": self.cpu.own_cores + workers,
+                       "server_cores": self.server_cores, "other_cores": others}
+        return False
+
+
+def preload(name):
+    """Imports what feed `name` uses."""
+    import importlib
+
+    modules = {LITDATA: ["litdata", "cv2"], WDS: ["webdataset", "s3fs", "cv2"],
+               TF_TFR: ["s3fs"], TF_GEN: ["s3fs"]}.get(name, [])
+    if name.startswith("kerasgen"):
+        modules = ["kerasgen.generators", "kerasgen.tfrecord", "kerasgen.webdataset",
+                   "s3fs"]
+    for module in modules:
+        importlib.import_module(module)
+
+
+def part(args):
+    """One run in this fresh process: build the feed, fit 2 epochs (the second timed),
+    one bare pass (timed); writes JSON to --part-out."""
+    import keras
+    import tensorflow as tf
+
+    tf.get_logger().setLevel("ERROR")
+    name = BY_SHORT[args.part]
+    preload(name)  # the libraries' imports are not the feed's build time
+    with Meter() as built:
+        data, fit_kwargs, bare = make_feed(name, args)
+    model = tutorial_cnn(args.image_size)
+    epochs, timed = [], Meter()
+
+    class Timer(keras.callbacks.Callback):
+        def on_epoch_begin(self, epoch, logs=None):
+            if epoch == 1:
+                timed.__enter__()
+            self.start = time.perf_counter()
+
+        def on_epoch_end(self, epoch, logs=None):
+            epochs.append(time.perf_counter() - self.start)
+            if epoch == 1:
+                timed.__exit__(None, None, None)
+
+    model.fit(data, epochs=2, verbose=0, callbacks=[Timer()], **fit_kwargs)
+    with Meter() as loop:
+        bare()
+    with open(args.part_out, "w") as f:
+        json.dump({"build": built.result, "epoch_seconds": epochs, "fit": timed.result,
+                   "bare": loop.result}, f)
+
+
+def fill(args):
+    """Fills the remote cache folder: one pass of kerasgen over s3://.../photos."""
+    import kerasgen as kg
+
+    opts = json.loads(args.storage_options)
+    with Meter() as meter:
+        gen = kg.ImageFolderGenerator(f"s3://{BUCKET}/photos", storage_options=opts,
+                                      remote_cache=kg.RemoteCache(args.remote_cache),
+                                      image_size=tuple(args.image_size),
+                                      batch_size=BATCH_SIZE, cache=None, seed=0,
+                                      verbose=0)
+        for i in range(len(gen)):
+            gen[i]
+    with open(args.part_out, "w") as f:
+        json.dump(meter.result, f)
+
+
+# ----------------------------------------------------------------------------- main
+def child_args(args, remote):
+    return ["--data", os.fspath(args.data), "--shards", os.fspath(args.shards),
+            "--num-files", str(args.num_files), "--num-shards", str(args.num_shards),
+            "--image-size", *map(str, args.image_size),
+            "--storage-options", json.dumps(remote.storage_options) if remote else "",
+            "--storage-options0", json.dumps(remote.storage_options0) if remote else "",
+            "--remote-cache", args.remote_cache or ""]
+
+
+def run_child(args, remote, what, extra=(), python=None):
+    """This script again, with `what` as --part (run by `python`); its JSON."""
+    with tempfile.TemporaryDirectory(prefix="kerasgen-remote-") as tmp:
+        out = os.path.join(tmp, "part.json")
+        code = subprocess.run([python or sys.executable, "-m", MODULE, "--part", what,
+                               "--part-out", out, *child_args(args, remote), *extra],
+                              check=False).returncode
+        if code != 0 or not os.path.exists(out):
+            raise RuntimeError(f"the {what} run failed (exit code {code})")
+        with open(out) as f:
+            return json.load(f)
+
+
+def measure(args, remote, name):
+    """One kept run of feed `name`: run again (up to --retries times) while other
+    processes used more than --max-other cores during its timed epoch."""
+    redone = []
+    for attempt in range(1 + args.retries):
+        quiet = wait_for_quiet(args.max_other, args.quiet_wait)[1]
+        run = run_child(args, remote, SHORT[name],
+                        python=args.peers_python if name in TORCH_FEEDS else None)
+        run["images_per_s"] = args.num_files / run["epoch_seconds"][1]
+        run["bare_images_per_s"] = args.num_files / run["bare"]["seconds"]
+        run["quiet_before"] = quiet
+        others = run["fit"]["other_cores"]
+        if others is None or others <= args.max_other:
+            break
+        redone.append(run)
+        if attempt < args.retries:
+            print(f"    {name}: other processes used {others:.2f} cores; run again",
+                  flush=True)
+    else:  # every attempt disturbed: keep the least disturbed one
+        run = min(redone, key=lambda r: r["fit"]["other_cores"])
+        redone.remove(run)
+    run["redone"] = redone
+    return run
+
+
+def fmt(value, spec=".2f"):
+    return "?" if value is None else format(value, spec)
+
+
+def report(args, results):
+    """Prints the table and the ratios; returns the ratios as a dict."""
+    size = "x".join(map(str, args.image_size))
+    lines = ["", f"tutorial CNN at {size}, batch {BATCH_SIZE}, {args.num_files} photos "
+             f"(500x375 JPEG), S3 server behind a {args.latency * 1000:g} ms proxy; "
+             f"images/s of epoch 2 of each run, median of {args.repeats} fresh processes; "
+             "bare: one pass over the feed without a model; build: making the feed "
+             "(listing, downloads, index); cores: the run's process, server: the S3 "
+             "server and proxy, others: other processes (all in the timed epoch, medians)",
+             f"{'feed':<40s} {'fit/s':>7s} {'min':>7s} {'max':>7s} {'bare/s':>7s} "
+             f"{'build s':>7s} {'cores':>5s} {'server':>6s} {'others':>6s} {'redone':>6s}"]
+    rates, spread = {}, {}
+    for name, runs in results.items():
+        if isinstance(runs, str):
+            lines.append(f"{name:<40s} FAILED: {runs}")
+            continue
+        if not runs:
+            continue
+        per_run = [r["images_per_s"] for r in runs]
+        rates[name] = statistics.median(per_run)
+        spread[name] = (min(per_run), max(per_run))
+
+        def med(key, part="fit", runs=runs):
+            values = [r[part][key] for r in runs if r[part][key] is not None]
+            return statistics.median(values) if values else None
+
+        lines.append(
+            f"{name:<40s} {rates[name]:7.1f} {min(per_run):7.1f} {max(per_run):7.1f} "
+            f"{statistics.median(r['bare_images_per_s'] for r in runs):7.1f} "
+            f"{med('seconds', 'build'):7.2f} {fmt(med('own_cores')):>5s} "
+            f"{fmt(med('server_cores')):>6s} {fmt(med('other_cores')):>6s} "
+            f"{sum(len(r['redone']) for r in runs):6d}")
+    lines.append("")
+    out = {}
+    for label, top, bottom, target in TARGETS:
+        if top not in rates or bottom not in rates:
+            continue
+        value = rates[top] / rates[bottom]
+        low = spread[top][0] / spread[bottom][1]
+        high = spread[top][1] / spread[bottom][0]
+        verdict = "" if target is None else (
+            f"  {'PASS' if value >= target else 'MISS'} (target >= {target:g})")
+        lines.append(f"  {label:<62s} {value:5.2f} [{low:4.2f}-{high:4.2f}]{verdict}")
+        out[label] = {"value": value, "range": [low, high], "target": target}
+    if rates:
+        peers = [p for p in PEERS if p in rates]
+        kg_s3 = [k for k in KG_S3 if k in rates]
+        if peers and kg_s3:
+            best_peer = max(peers, key=rates.get)
+            worst_kg = min(kg_s3, key=rates.get)
+            best_kg = max(kg_s3, key=rates.get)
+            for label, top in (("fastest", best_kg), ("slowest (strict reading)", worst_kg)):
+                value = rates[top] / rates[best_peer]
+                lines.append(f"  {label + ' kerasgen s3:// feed / fastest peer':<62s} "
+                             f"{value:5.2f}{'':12s}  {'PASS' if value >= 1 else 'MISS'} "
+                             f"(target >= 1; {top} / {best_peer})")
+                out[f"{label} kerasgen s3:// / fastest peer"] = {
+                    "value": value, "target": 1.0, "rows": [top, best_peer]}
+    lines.append("  [min-max]: the ratio over the slowest and fastest runs of the two rows")
+    print("\n".join(lines), flush=True)
+    return out
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--repeats", type=int, default=None,
+                        help="runs per feed, interleaved (default 3; 1 with --quick)")
+    parser.add_argument("--quick", action="store_true",
+                        help=f"one round over {QUICK_FILES} files in {QUICK_SHARDS} shards")
+    parser.add_argument("--num-files", type=int, default=None,
+                        help=f"photos (default {DEFAULT_FILES}; {QUICK_FILES} with --quick)")
+    parser.add_argument("--num-shards", type=int, default=None,
+                        help=f"shards of each format (default {DEFAULT_SHARDS}; "
+                             f"{QUICK_SHARDS} with --quick)")
+    parser.add_argument("--image-size", type=int, nargs=2, default=[128, 128],
+                        metavar=("HEIGHT", "WIDTH"), help="model input (default 128 128)")
+    parser.add_argument("--latency", type=float, default=LATENCY,
+                        help=f"seconds the proxy holds each request (default {LATENCY:g})")
+    parser.add_argument("--feeds", nargs="+", choices=list(BY_SHORT), default=None,
+                        metavar="FEED", help="feeds to run, by short name: "
+                        + ", ".join(SHORT[f] for f in FEEDS) + " (default: all)")
+    parser.add_argument("--data", default=None,
+                        help="folder of the generated photos (default "
+                             "benchmarks/.data/photos[-N])")
+    parser.add_argument("--json", default=None, metavar="PATH",
+                        help="also write every number to this JSON file")
+    add_quiet_options(parser, quiet_wait=30.0)
+    parser.add_argument("--peers-python", default=None, metavar="PYTHON",
+                        help="a Python with torch and litdata (and this venv's packages) "
+                             "that runs the litdata feed; without it that feed is skipped")
+    parser.add_argument("--part", choices=list(BY_SHORT) + ["fill", "shards", "litdata-shards"],
+                        help=argparse.SUPPRESS)
+    parser.add_argument("--part-out", help=argparse.SUPPRESS)
+    parser.add_argument("--shards", help=argparse.SUPPRESS)
+    parser.add_argument("--storage-options", help=argparse.SUPPRESS)
+    parser.add_argument("--storage-options0", help=argparse.SUPPRESS)
+    parser.add_argument("--remote-cache", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.repeats is None:
+        args.repeats = 1 if args.quick else 3
+    if args.num_files is None:
+        args.num_files = QUICK_FILES if args.quick else DEFAULT_FILES
+    if args.num_shards is None:
+        args.num_shards = QUICK_SHARDS if args.quick else DEFAULT_SHARDS
+    if args.data is None:
+        args.data = os.fspath(default_folder(args.num_files))
+    if args.shards is None:
+        args.shards = os.fspath(shard_folder(args.num_files, args.num_shards))
+    args.retries = max(0, args.retries)
+    return args
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    if args.part == "shards":
+        return build_shards(args)
+    if args.part == "litdata-shards":
+        return build_litdata(args)
+    if args.part == "fill":
+        return fill(args)
+    if args.part:
+        return part(args)
+    feeds = FEEDS if args.feeds is None else [BY_SHORT[f] for f in args.feeds]
+    if args.peers_python is None:
+        skipped = [f for f in feeds if f in TORCH_FEEDS]
+        feeds = [f for f in feeds if f not in TORCH_FEEDS]
+        if skipped:
+            print(f"skipped (no --peers-python): {', '.join(skipped)}", flush=True)
+    seconds, written = build_data(args.data, args.num_files, threads=usable_cores())
+    print(f"built {written} files in {args.data} ({seconds:.1f} s)" if written
+          else f"using the {args.num_files} files in {args.data}", flush=True)
+    if not (Path(args.shards) / "done.json").exists():
+        start = time.perf_counter()
+        run_child(args, None, "shards")
+        print(f"wrote {args.num_shards} WebDataset and TFRecord shards to {args.shards} "
+              f"({time.perf_counter() - start:.1f} s)", flush=True)
+    if any(f in TORCH_FEEDS for f in feeds) and not (
+            litdata_folder(args) / "index.json").exists():
+        start = time.perf_counter()
+        run_child(args, None, "litdata-shards", python=args.peers_python)
+        print(f"wrote the LitData chunks to {litdata_folder(args)} "
+              f"({time.perf_counter() - start:.1f} s)", flush=True)
+    warm_page_cache(sorted(str(p) for p in Path(args.data).rglob("img_*")))
+    commit, dirty = git_state()
+    print(f"commit {commit}{' (kerasgen/ modified)' if dirty else ''}; "
+          f"{usable_cores()} usable cores; load average {os.getloadavg()}", flush=True)
+    remote = Remote(args.data, args.shards, args.latency)
+    cache_dir = tempfile.mkdtemp(prefix="kerasgen-remote-cache-")
+    args.remote_cache = cache_dir
+    results, filled = {name: [] for name in feeds}, None
+    try:
+        print(f"S3 server on port {remote.server.port}, proxy {remote.proxy.endpoint} "
+              f"(latency {args.latency * 1000:g} ms); uploaded {remote.objects} objects "
+              f"in {remote.upload_s:.1f} s", flush=True)
+        if KG_WARM in feeds:
+            filled = run_child(args, remote, "fill")
+            print(f"filled the remote cache: one kerasgen pass over s3:// "
+                  f"({args.num_files / filled['seconds']:.1f} images/s standalone, "
+                  f"{filled['own_cores']:.2f} cores, server {fmt(filled['server_cores'])})",
+                  flush=True)
+        busy = machine_busy_seconds()
+        started = time.perf_counter()
+        for rep in range(args.repeats):
+            for name in feeds:
+                if isinstance(results[name], str):
+                    continue
+                try:
+                    run = measure(args, remote, name)
+                except RuntimeError as error:
+                    results[name] = str(error)
+                    print(f"  round {rep + 1}: {name}: {error}", flush=True)
+                    continue
+                results[name].append(run)
+                fit = run["fit"]
+                print(f"  round {rep + 1}: {name:<40s} {run['images_per_s']:7.1f} images/s "
+                      f"(epoch 1: {args.num_files / run['epoch_seconds'][0]:.1f}; bare "
+                      f"{run['bare_images_per_s']:.1f}; build {run['build']['seconds']:.2f} "
+                      f"s; cores {fmt(fit['own_cores'])}, server "
+                      f"{fmt(fit['server_cores'])}, others {fmt(fit['other_cores'])})",
+                      flush=True)
+        wall = time.perf_counter() - started
+        load = (None if busy is None or machine_busy_seconds() is None
+                else (machine_busy_seconds() - busy) / wall)
+        print(f"rounds took {wall:.0f} s; all processes used {fmt(load)} cores on average "
+              f"over them; load average now {os.getloadavg()}", flush=True)
+    finally:
+        remote.stop()
+        shutil.rmtree(cache_dir, ignore_errors=True)
+    ratios = report(args, results)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"results": results, "ratios": ratios, "fill": filled,
+                       "commit": commit, "kerasgen_dirty": dirty,
+                       "args": {k: v for k, v in vars(args).items()
+                                if not k.startswith("part")}}, f, indent=2)
+    return ratios
+
+
+if __name__ == "__main__":
+    main()
