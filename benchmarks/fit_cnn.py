@@ -120,17 +120,17 @@ def build_data(folder):
     return len(missing)
 
 
-def tutorial_cnn():
+def tutorial_cnn(image_size=IMAGE_SIZE, num_classes=NUM_CLASSES):
     import keras
     from keras import layers
 
-    inputs = keras.Input(IMAGE_SIZE + (3,))
+    inputs = keras.Input(tuple(image_size) + (3,))
     x = layers.Rescaling(1 / 255)(inputs)
     for filters in (16, 32, 64):
         x = layers.Conv2D(filters, 3, padding="same", activation="relu")(x)
         x = layers.MaxPooling2D()(x)
     x = layers.GlobalAveragePooling2D()(x)
-    model = keras.Model(inputs, layers.Dense(NUM_CLASSES)(x))
+    model = keras.Model(inputs, layers.Dense(num_classes)(x))
     model.compile("adam", keras.losses.SparseCategoricalCrossentropy(from_logits=True),
                   metrics=["accuracy"])
     return model

@@ -64,6 +64,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 from benchmarks.data import (DATA_DIR, NUM_CLASSES, build_data,  # noqa: E402
                              default_folder, expected_files, warm_page_cache)
+from benchmarks.fit_cnn import tutorial_cnn  # noqa: E402
 from benchmarks.machine import (CpuMeter, add_quiet_options, git_state,  # noqa: E402
                                 machine_busy_seconds, usable_cores, wait_for_quiet)
 
@@ -239,22 +240,6 @@ class Remote:
 
 
 # ----------------------------------------------------------------------------- child
-def tutorial_cnn(image_size):
-    import keras
-    from keras import layers
-
-    inputs = keras.Input(tuple(image_size) + (3,))
-    x = layers.Rescaling(1 / 255)(inputs)
-    for filters in (16, 32, 64):
-        x = layers.Conv2D(filters, 3, padding="same", activation="relu")(x)
-        x = layers.MaxPooling2D()(x)
-    x = layers.GlobalAveragePooling2D()(x)
-    model = keras.Model(inputs, layers.Dense(NUM_CLASSES)(x))
-    model.compile("adam", keras.losses.SparseCategoricalCrossentropy(from_logits=True),
-                  metrics=["accuracy"])
-    return model
-
-
 def s3_paths(fs, prefix):
     """(paths, labels) of the image objects under `prefix`, class = their folder."""
     paths = sorted(p for p in fs.find(prefix) if p.endswith(".jpg"))
@@ -514,7 +499,7 @@ def part(args):
     preload(name)  # the libraries' imports are not the feed's build time
     with Meter() as built:
         data, fit_kwargs, bare = make_feed(name, args)
-    model = tutorial_cnn(args.image_size)
+    model = tutorial_cnn(args.image_size, NUM_CLASSES)
     epochs, timed = [], Meter()
 
     class Timer(keras.callbacks.Callback):
