@@ -132,7 +132,7 @@ class Store:
         fs = self._fs.get(name)
         if fs is None:
             try:
-                fs, _ = fsspec.core.url_to_fs(url, **self.storage_options)
+                fs, _ = fsspec.core.url_to_fs(url, **self._options(name))
             except ImportError as error:
                 raise ImportError(f"Reading {url} needs fsspec's {protocol(url)!r} "
                                   f"filesystem: {error} ({PIP} installs s3fs, gcsfs and "
@@ -141,6 +141,16 @@ class Store:
                 raise ValueError(f"Cannot open {url}: {error}") from error
             self._fs[name] = fs
         return fs, fsspec.core.strip_protocol(url)
+
+    def _options(self, name: str) -> dict[str, Any]:
+        """The filesystem options for protocol `name`: storage_options, and for S3 as
+        many pooled connections as I/O threads (botocore keeps 10), unless given."""
+        options = dict(self.storage_options)
+        if name in ("s3", "s3a"):
+            config = dict(options.get("config_kwargs") or {})
+            config.setdefault("max_pool_connections", max(self.io_threads, 10))
+            options["config_kwargs"] = config
+        return options
 
     def canon(self, url: str) -> str:
         """`url` as listings write it ("memory://a" and "memory:///a" are one object)."""
@@ -341,18 +351,25 @@ class Store:
                 pass
         return self._fetch(url, what)
 
+    def _key(self, url: str) -> str:
+        """`url`'s entry name in the cache."""
+        canon = self.canon(url)
+        return RemoteCache.key(canon, self.versions.get(canon, ""))
+
     def _fetch(self, url: str, what: str) -> np.ndarray:
-        key, canon = None, self.canon(url)
+        key = None
         if self.cache is not None:
-            key = RemoteCache.key(canon, self.versions.get(canon, ""))
+            key = self._key(url)
             held = self.cache.get_bytes(key)
             if held is not None:
                 return np.frombuffer(held, np.uint8)
         fs, path = self.filesystem(url)
+        canon = self.url(fs, path)
         expected = self.sizes.get(canon)
+        options = _one_request(fs, expected)
 
         def get() -> bytes:
-            data = fs.cat_file(path)
+            data = fs.cat_file(path, **options)
             if expected is not None and len(data) != expected:
                 fs.invalidate_cache(path)
                 now = fs.info(path).get("size")  # replaced since it was listed?
@@ -367,11 +384,15 @@ class Store:
         return np.frombuffer(data, np.uint8)
 
     def prefetch(self, urls: Iterable[str], what: str = "image file") -> None:
-        """Starts fetching `urls` on the I/O threads; `read` then waits for them."""
+        """Starts fetching `urls` on the I/O threads; `read` then waits for them. An
+        object this process has read from the cache before is left to `read` (one
+        local read, no transfer)."""
         pool = self._executor()
+        cache = self.cache
         with self._lock:
             for url in urls:
-                if url in self._pending:
+                if url in self._pending or (cache is not None
+                                            and cache.known(self._key(url))):
                     continue
                 while len(self._pending) >= _PENDING_MAX:  # the oldest, never read
                     self._pending.pop(next(iter(self._pending))).cancel()
@@ -422,6 +443,18 @@ class Store:
 
     def _missing(self, url: str, what: str) -> NoReturn:
         raise FileNotFoundError(f"{what[0].upper() + what[1:]} not found: {url}")
+
+
+def _one_request(fs: Any, size: int | None) -> dict[str, Any]:
+    """cat_file's options reading an object of `size` bytes (as its listing gave it) in
+    one request: s3fs first asks for the size of an object it reads whole (a HEAD
+    request, to split a large one into ranges), which the listing already gave."""
+    if not type(fs).__module__.startswith("s3fs."):
+        return {}
+    limit = getattr(fs, "default_block_size", None)
+    if size is not None and isinstance(limit, int) and size <= limit:
+        return {"max_concurrency": 1}
+    return {}
 
 
 def _stamp(value: Any) -> str:

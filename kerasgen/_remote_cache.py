@@ -8,7 +8,10 @@ and fetched again, never read. Two processes filling one entry at once both writ
 copies of the same bytes; the last rename wins. Beyond `max_bytes`, the entries used
 least recently (their JSON file's modification time, touched on each use) are removed
 until the folder fits; a process reading a removed shard through an open file keeps
-reading it (POSIX), and one opening it later fetches it again.
+reading it (POSIX), and one opening it later fetches it again. A process remembers the
+size and CRC32 of the entries it has read or written, so reading one again is one read
+of its data, still checked against that CRC32 (a removed or damaged entry is fetched
+again, as the first time), and marks its use at most every 30 seconds.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import os
 import shutil
 import tempfile
 import threading
+import time
 import zlib
 from collections.abc import Callable
 from typing import IO, Any
@@ -27,6 +31,7 @@ from typing import IO, Any
 from kerasgen import _atomic, _checks
 
 _CHUNK = 1 << 20
+_TOUCH_EVERY = 30.0  # seconds between two marks of use of one entry by one process
 
 
 def crc32_of_file(path: str) -> int:
@@ -67,6 +72,7 @@ class RemoteCache:
         os.makedirs(self.folder, exist_ok=True)
         self._lock = threading.Lock()
         self._checked: set[str] = set()  # shards this process verified in full
+        self._known: dict[str, tuple[int, int, float]] = {}  # key -> size, CRC32, use mark
         self._added = 0  # bytes this process added since it last measured the folder
 
     def __repr__(self) -> str:
@@ -74,7 +80,7 @@ class RemoteCache:
 
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
-        state.update(_lock=None, _checked=set(), _added=0)
+        state.update(_lock=None, _checked=set(), _known={}, _added=0)
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
@@ -109,18 +115,37 @@ class RemoteCache:
     def get_bytes(self, key: str) -> bytes | None:
         """The bytes of entry `key`, checked against its CRC32; None when absent or
         damaged (a damaged entry is removed)."""
-        info = self._meta(key)
-        if info is None:
-            return None
+        known = self._known.get(key)
+        if known is None:
+            info = self._meta(key)
+            if info is None:
+                return None
+            known = (info["size"], info["crc32"], time.monotonic())
         try:
             with open(self._files(key)[0], "rb") as f:
                 data = f.read()
-        except OSError:
+        except OSError:  # removed (by another process, say) since
+            self._known.pop(key, None)
             return None
-        if len(data) != info["size"] or zlib.crc32(data) != info["crc32"]:
+        size, crc, used = known
+        if len(data) != size or zlib.crc32(data) != crc:
             self._remove(key)
             return None
+        now = time.monotonic()
+        if now - used > _TOUCH_EVERY:
+            try:
+                os.utime(self._files(key)[1])
+            except OSError:  # being removed: these bytes were whole, the next read asks
+                self._known.pop(key, None)
+                return data
+            used = now
+        self._known[key] = (size, crc, used)
         return data
+
+    def known(self, key: str) -> bool:
+        """Whether this process has read or written entry `key` (and has not seen it
+        removed): reading it again takes no transfer unless it was removed since."""
+        return key in self._known
 
     def put_bytes(self, key: str, data: bytes, url: str) -> None:
         """Keeps `data` as entry `key` (the object `url`)."""
@@ -155,6 +180,7 @@ class RemoteCache:
             json.dump({"url": url, "size": size, "crc32": crc}, f)
         with self._lock:
             self._checked.add(key)
+            self._known[key] = (size, crc, time.monotonic())
             self._added += size
             over = self.max_bytes is not None and self._added > self.max_bytes // 8
             if over:
@@ -168,6 +194,7 @@ class RemoteCache:
                 os.unlink(path)
         with self._lock:
             self._checked.discard(key)
+            self._known.pop(key, None)
 
     def entries(self) -> list[tuple[float, int, str]]:
         """(last use, size, key) of every complete entry."""

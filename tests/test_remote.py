@@ -232,6 +232,39 @@ def test_a_damaged_cache_entry_is_fetched_again(tmp_path):
     assert open(fresh.path(key, lambda f: f.write(b"abc"), "memory://x"), "rb").read() == b"abc"
 
 
+def test_an_entry_read_before_is_still_checked_and_refetched_when_removed(tmp_path):
+    cache = RemoteCache(tmp_path / "c")
+    key = RemoteCache.key("memory://x", "1")
+    cache.put_bytes(key, b"0123456789", "memory://x")
+    assert cache.known(key) and cache.get_bytes(key) == b"0123456789"
+    data = os.path.join(cache.folder, key[:2], key)
+    RemoteCache(tmp_path / "c").clear()  # another process removes it (evicting, say)
+    assert cache.get_bytes(key) is None and not cache.known(key)
+    cache.put_bytes(key, b"0123456789", "memory://x")
+    with open(data, "wb") as f:
+        f.write(b"0123")  # cut short by hand, after this process read it
+    assert cache.get_bytes(key) is None
+    assert not os.path.exists(data) and not cache.known(key)
+
+
+def test_entries_read_again_are_marked_used_for_the_least_recently_used_order(
+        tmp_path, monkeypatch):
+    from kerasgen import _remote_cache
+    cache = RemoteCache(tmp_path / "c")
+    keys = [RemoteCache.key(f"memory://o{i}") for i in range(2)]
+    for i, key in enumerate(keys):
+        cache.put_bytes(key, bytes([i]) * 100, f"memory://o{i}")
+    for key in keys:  # both used long ago, the first one earlier
+        meta = os.path.join(cache.folder, key[:2], key + ".json")
+        old = 1000 if key == keys[0] else 2000
+        os.utime(meta, (old, old))
+    monkeypatch.setattr(_remote_cache, "_TOUCH_EVERY", 0.0)
+    assert cache.get_bytes(keys[0]) == bytes([0]) * 100  # known: read, and marked now
+    cache.max_bytes = 150
+    cache.evict()
+    assert cache.get_bytes(keys[0]) is not None and cache.get_bytes(keys[1]) is None
+
+
 def _fill(args):
     folder, n = args
     cache = RemoteCache(folder, max_bytes=None)

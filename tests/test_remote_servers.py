@@ -153,6 +153,27 @@ def test_a_warm_remote_cache_reads_no_object_from_the_server(s3, image_folder, f
     assert proxy.requests - before <= 2  # the listing only (a page, maybe a retry)
 
 
+def test_each_s3_object_is_one_request_and_a_warm_cache_none(s3, image_folder,
+                                                              fault_proxy, tmp_path):
+    s3.upload_folder(image_folder, "images")
+    proxy = fault_proxy(s3.server)
+    common = dict(COMMON, storage_options=s3.storage_options_via(proxy))
+    gen = kg.ImageFolderGenerator(f"{s3.url}/images", **common)
+    count = len(gen.file_paths)
+    before = proxy.requests
+    expected = batches(gen)
+    assert proxy.requests - before == count  # a GET each, no HEAD first
+    cached = kg.ImageFolderGenerator(f"{s3.url}/images", **common,
+                                     remote_cache=kg.RemoteCache(tmp_path / "objects"))
+    assert_same(batches(cached), expected)
+    before = proxy.requests
+    cached.on_epoch_end()
+    again = batches(cached)  # a second epoch, in another order: no request
+    assert proxy.requests == before
+    gen.on_epoch_end()
+    assert_same(again, batches(gen))
+
+
 def _write_tfrecords(folder, image_folder, compression):
     options = tf.io.TFRecordOptions(compression_type=compression)
     files = sorted(p for p in pathlib.Path(image_folder).rglob("*") if p.suffix in (".png", ".jpg"))
