@@ -666,8 +666,9 @@ def report(args, results):
         rates[name] = statistics.median(per_run)
         spread[name] = (min(per_run), max(per_run))
         firsts = [r["cold_images_per_s"] for r in runs]
-        cold[name] = statistics.median(firsts)
-        cold_spread[name] = (min(firsts), max(firsts))
+        if name in LOCAL_TWIN:  # the others' first epoch holds the model's tracing
+            cold[name] = statistics.median(firsts)
+            cold_spread[name] = (min(firsts), max(firsts))
 
         def med(key, part="fit", runs=runs):
             values = [r[part][key] for r in runs if r[part][key] is not None]
@@ -676,7 +677,8 @@ def report(args, results):
         lines.append(
             f"{name:<41s} {rates[name]:7.1f} {min(per_run):7.1f} {max(per_run):7.1f} "
             f"{statistics.median(r['bare_images_per_s'] for r in runs):7.1f} "
-            f"{med('seconds', 'build'):7.2f} {cold[name]:7.1f} {fmt(med('own_cores')):>5s} "
+            f"{med('seconds', 'build'):7.2f} {fmt(cold.get(name), '7.1f'):>7s} "
+            f"{fmt(med('own_cores')):>5s} "
             f"{fmt(med('server_cores')):>6s} {fmt(med('other_cores')):>6s} "
             f"{sum(len(r['redone']) for r in runs):6d}")
     lines.append("")
@@ -685,6 +687,8 @@ def report(args, results):
         if top not in rates or bottom not in rates:
             continue
         by, span = (cold, cold_spread) if metric == [COLD] else (rates, spread)
+        if top not in by or bottom not in by:
+            continue
         value = by[top] / by[bottom]
         low = span[top][0] / span[bottom][1]
         high = span[top][1] / span[bottom][0]
