@@ -43,8 +43,9 @@ OnError = Literal["raise", "skip"]
 Cache = Union[Literal["auto", "memory"], StrPath, None]
 
 # `labels` of an image folder: "inferred" (from the subfolders), None, or one label per
-# file (class ids or class names)
-FolderLabels = Union[Literal["inferred"], Sequence[int], Sequence[str], np.ndarray, None]
+# file (class ids, class names, or real values: regression targets)
+FolderLabels = Union[Literal["inferred"], Sequence[int], Sequence[str], Sequence[float],
+                     Sequence[Sequence[float]], np.ndarray, None]
 
 # `subset` of one generator of a validation split
 Subset = Literal["training", "validation"]

@@ -24,6 +24,7 @@ from kerasgen import loader as loader_mod
 from kerasgen._typing import (Arrays, Cache, ColorMode, Decoder, FolderLabels,
                               ImageSize, Interpolation, LabelMode, OnError, StrPath, Subset)
 from kerasgen._image_source import ImageSource
+from kerasgen._iterator_names import IteratorNames
 from kerasgen._remote_cache import RemoteCache
 from kerasgen.base import Generator
 
@@ -106,7 +107,7 @@ def _unconvertible(array, name, dtype, row, error):
             f"{reprlib.repr(value)} ({error}). Received: {name} of dtype {array.dtype}.")
 
 
-class ArrayGenerator(Generator):
+class ArrayGenerator(Generator, IteratorNames):
     """Batches of in-memory arrays, for any rank of x (tabular, images, sequences).
 
     Args:
@@ -263,7 +264,7 @@ def image_source(paths: list[str], labels: Any, class_names: Any, common: dict[s
                        describe=describe, files_found=files_found, listing_s=listing_s)
 
 
-class ImageFolderGenerator(_ImageFileGenerator):
+class ImageFolderGenerator(_ImageFileGenerator, IteratorNames):
     """Images in a folder with one subfolder per class (searched recursively).
 
     Takes the arguments of Keras's `image_dataset_from_directory` with Keras's meaning
@@ -277,7 +278,9 @@ class ImageFolderGenerator(_ImageFileGenerator):
             labels; every image under `directory` is loaded (batches are `(x,)`). A list
             or tuple of labels, one per image file in Keras's order (os.walk's folders
             sorted by path, files sorted by name; see `file_paths`): integer class ids
-            0..n-1 (or below `num_classes`), or class names (sorted to class ids).
+            0..n-1 (or below `num_classes`), class names (sorted to class ids), or real
+            values (floats, or rows of numbers: regression targets, given as float32,
+            as Keras passes them on; label_mode "int" or "raw", then "raw").
         label_mode: "int" (default, as Keras), "categorical", "binary", "raw" (class
             ids), "mask" (with `mask_dir`) or None. With labels="inferred" and
             label_mode=None the class subfolders are still listed (and `class_names`
@@ -382,6 +385,7 @@ class ImageFolderGenerator(_ImageFileGenerator):
         if labels is None:
             label_mode = None  # as Keras: no labels, no label mode
         aspect = images.aspect_mode(crop_to_aspect_ratio, pad_to_aspect_ratio)
+        values = None  # real-valued labels (a regression), float32
         listing_started = time.perf_counter()
         if mask_dir is not None:  # segmentation: every image under directory, no classes
             found = listing.list_image_folder(directory, classes_required=False, flat=True,
@@ -396,10 +400,14 @@ class ImageFolderGenerator(_ImageFileGenerator):
             paths = listing.keras_order(found.paths)
             class_ids, names, masks = None, None, None
             if given is not None:
-                class_ids, names = _list_labels(given, paths, directory,
-                                                common.get("num_classes"))
+                values = _value_labels(given, paths, directory, label_mode)
+                if values is not None:  # regression targets, as Keras passes them on
+                    label_mode = "raw" if label_mode is not None else None
+                else:
+                    class_ids, names = _list_labels(given, paths, directory,
+                                                    common.get("num_classes"))
                 if label_mode is None:
-                    class_ids = None
+                    class_ids, values = None, None
         else:
             found = listing.list_image_folder(
                 directory, class_names, classes_required=label_mode is not None,
@@ -412,13 +420,15 @@ class ImageFolderGenerator(_ImageFileGenerator):
         if keep is not None:
             paths = [paths[i] for i in keep]
             class_ids = None if class_ids is None else class_ids[keep]
+            values = None if values is None else values[keep]
             masks = None if masks is None else [masks[i] for i in keep]
         self.directory = os.fspath(directory)
         self.validation_split, self.subset = validation_split, subset
         self.crop_to_aspect_ratio = bool(crop_to_aspect_ratio)
         self.pad_to_aspect_ratio = bool(pad_to_aspect_ratio)
         source = image_source(
-            paths, class_ids, names, common, rescale=rescale, files_found=files_found,
+            paths, class_ids if values is None else values, names, common,
+            rescale=rescale, files_found=files_found,
             listing_s=time.perf_counter() - listing_started, image_size=image_size,
             color_mode=color_mode, interpolation=interpolation, cache=cache,
             on_error=on_error, decode_threads=decode_threads, decoder=decoder,
@@ -483,14 +493,49 @@ def _given_labels(labels, class_names, mask_dir):
     return list(labels)
 
 
-def _list_labels(labels, paths, directory, num_classes):
-    """(class ids, class names) of a list of labels given one per file of `paths`."""
+def _check_count(labels, paths, directory):
     if len(labels) != len(paths):
         raise ValueError(
             f"`labels` must hold one label per image file. Received: {len(labels)} labels "
             f"for the {len(paths)} image files found in {directory} (in the order of "
             "gen.file_paths: os.walk's folders sorted by path, files sorted by name)."
         )
+
+
+def _is_row(value):
+    return isinstance(value, (list, tuple, np.ndarray))
+
+
+def _value_labels(labels, paths, directory, label_mode):
+    """The float32 targets of a list of labels holding real numbers (floats, or rows of
+    numbers: Keras passes such labels on unchanged, as float32), or None for class ids
+    or names."""
+    if not any(isinstance(v, (float, np.floating)) or _is_row(v) for v in labels):
+        return None
+    _check_count(labels, paths, directory)
+    for i, value in enumerate(labels):
+        items = np.ravel(np.asarray(value, dtype=object)) if _is_row(value) else [value]
+        if not all(isinstance(x, numbers.Real) and not isinstance(x, (bool, np.bool_))
+                   for x in items):
+            raise ValueError(
+                "`labels` holding real values (a regression) must hold numbers only, or "
+                f"rows of numbers. Received: {value!r} for {paths[i]}.")
+    if label_mode not in ("int", "raw", None):
+        raise ValueError(
+            f"label_mode={label_mode!r} encodes classes, and `labels` holds real values "
+            "(a regression). Use label_mode='int' (as Keras, which passes them on as "
+            "float32) or 'raw', or give integer class ids or class names.")
+    try:
+        return np.asarray(labels, dtype="float32")
+    except ValueError:
+        raise ValueError("`labels` rows of real values must all have one length. "
+                         f"Received rows of lengths "
+                         f"{sorted({len(v) if _is_row(v) else 1 for v in labels})}.") from None
+
+
+def _list_labels(labels, paths, directory, num_classes):
+    """(class ids, class names) of a list of labels given one per file of `paths`."""
+    _check_count(labels, paths, directory)
     numbers_given = [isinstance(v, numbers.Integral) and not isinstance(v, bool)
                      for v in labels]
     if all(numbers_given):
@@ -521,7 +566,7 @@ def _list_labels(labels, paths, directory, num_classes):
     )
 
 
-class CSVGenerator(_ImageFileGenerator):
+class CSVGenerator(_ImageFileGenerator, IteratorNames):
     """Images listed in a CSV file (or a pandas DataFrame): a path column and labels.
 
     Args:

@@ -296,6 +296,63 @@ def test_labels_none_and_a_list_follow_kerass_file_order(tmp_path):
     assert wide.num_classes == 4
 
 
+def test_real_valued_labels_are_regression_targets_as_keras_passes_them(tmp_path):
+    root = tmp_path / "d"
+    for rel in ["top.png", "a/1.png", "a/x/2.png", "a-b/3.png", "b/4.png"]:
+        write_image(str(root / rel), seed=len(rel))
+    values = [0.5, 1.25, -2.0, 3.0, 10.75]
+    theirs = keras.utils.image_dataset_from_directory(
+        root, labels=values, shuffle=False, image_size=(4, 4), verbose=False)
+    ours = kg.image_dataset_from_directory(root, labels=values, shuffle=False,
+                                           image_size=(4, 4), verbose=False)
+    (_, y_theirs), = list(theirs)
+    (_, y_ours), = list(ours)
+    assert y_ours.dtype == y_theirs.dtype == tf.float32
+    np.testing.assert_array_equal(y_ours.numpy(), y_theirs.numpy())
+    gen = kg.ImageFolderGenerator(root, labels=values, image_size=(4, 4), batch_size=2,
+                                  seed=1)
+    assert gen.label_mode == "raw" and gen.class_names is None
+    by_file = dict(zip(gen.file_paths, values))
+    seen, order = {}, np.asarray(gen.epoch_plan(0))
+    assert order.tolist() != list(range(5))  # shuffled
+    for i in range(len(gen)):
+        x, y = gen[i]
+        assert y.dtype == np.float32
+        for k, value in zip(order[2 * i:2 * i + 2], y):
+            seen[gen.file_paths[k]] = float(value)
+    assert seen == by_file  # each image keeps its own value, shuffled or not
+    rows = kg.ImageFolderGenerator(root, labels=[[v, 2 * v] for v in values],
+                                   image_size=(4, 4), batch_size=5, shuffle=False)
+    np.testing.assert_array_equal(rows[0][1], np.asarray([[v, 2 * v] for v in values],
+                                                         "float32"))
+    train = kg.ImageFolderGenerator(root, labels=values, image_size=(4, 4), batch_size=2,
+                                    validation_split=0.4, subset="training", seed=3)
+    val = kg.ImageFolderGenerator(root, labels=values, image_size=(4, 4), batch_size=2,
+                                  validation_split=0.4, subset="validation", seed=3)
+    assert sorted(train.file_paths + val.file_paths) == sorted(gen.file_paths)
+    model = keras.Sequential([keras.Input((4, 4, 3)), keras.layers.Rescaling(1 / 255),
+                              keras.layers.Flatten(), keras.layers.Dense(1)])
+    model.compile("adam", "mse")
+    history = model.fit(train, validation_data=val, epochs=2, verbose=0)
+    assert np.isfinite(history.history["val_loss"]).all()
+
+
+@pytest.mark.parametrize("labels,kwargs,match", [
+    ([0.5, 1, "cat", 0, 0], {}, r"must hold numbers only.*'cat'"),
+    ([0.5, 1, True, 0, 0], {}, r"must hold numbers only.*True"),
+    ([[0.5, 1], [1, 2], [0.0], [1, 1], [2, 2]], {}, r"one length.*\[1, 2\]"),
+    ([0.5, 1.5, 2.5, 0.0, float("nan")], {}, "NaN"),
+    ([0.5, 1.5, 2.5, 0.0, 1.0], dict(label_mode="categorical"), "encodes classes"),
+    ([0.5, 1.5], {}, "one label per image file"),
+])
+def test_real_valued_labels_that_cannot_be_targets_are_named(tmp_path, labels, kwargs,
+                                                             match):
+    for i, rel in enumerate(["a/1.png", "a/2.png", "b/3.png", "b/4.png", "b/5.png"]):
+        write_image(str(tmp_path / rel), seed=i)
+    with pytest.raises(ValueError, match=match):
+        kg.ImageFolderGenerator(tmp_path, image_size=(4, 4), labels=labels, **kwargs)
+
+
 @pytest.mark.parametrize("kwargs,match", [
     (dict(labels=[0, 1]), r"one label per image file. Received: 2 labels for the 5"),
     (dict(labels=[0, 2, 2, 0, 0]), r"no file has class \[1\]"),
@@ -530,7 +587,7 @@ LAYERS = [
     ("augment", {"augment"}),
     ("batch", {"_making"}),
     ("feeding", {"_ahead", "_workers", "_feeding", "_keras_compat"}),
-    ("adapter", {"base", "_tfdata", "_grain"}),
+    ("adapter", {"base", "_tfdata", "_grain", "_iterator_names"}),
     ("generators", {"generators", "sql", "tfrecord", "arrayrecord", "webdataset", "stream",
                     "image_dataset"}),
     ("around", {"callbacks", "inspection", "cli", "viz", "gpu", "rebalance", "_preload",
