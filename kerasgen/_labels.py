@@ -8,7 +8,7 @@ import numpy as np
 
 from kerasgen import _checks
 
-LABEL_MODES = ("int", "categorical", "binary", "multi_label", "raw", "mask", None)
+LABEL_MODES = ("int", "categorical", "binary", "multi_label", "raw", "mask", "input", None)
 MASK_FORMATS = ("ids", "one_hot")
 CLASS_MODES = ("int", "categorical", "binary")
 
@@ -67,6 +67,8 @@ class Targets:
                                 indices)
         if self.label_mode is None:
             return loaded
+        if self.label_mode == "input":
+            return None  # the input itself, once augmented: BatchMaker makes it
         if loaded is not None:
             raise ValueError(
                 f"load_sample() returned (x, y), but this generator also encodes "
@@ -460,7 +462,12 @@ def generator_targets(num_samples, labels, label_mode, class_names=None, num_cla
             class_names is None):
         raise ValueError("mask_format='one_hot' needs `num_classes` (or `class_names`): "
                          "the width of the one-hot masks. Received: num_classes=None.")
-    if labels is None and label_mode not in (None, "raw", "mask"):
+    if label_mode == "input" and labels is not None:
+        raise ValueError(
+            "label_mode='input' makes each sample's target its own (augmented) input, so "
+            "it takes no labels. Received: labels for label_mode='input'. Leave the "
+            "labels out, or use another label_mode.")
+    if labels is None and label_mode not in (None, "raw", "mask", "input"):
         raise ValueError(
             f"label_mode={label_mode!r} needs labels, but none were given. Pass "
             "`labels` (one per sample) or use label_mode=None."
@@ -471,6 +478,8 @@ def generator_targets(num_samples, labels, label_mode, class_names=None, num_cla
             f"Received: {_length(labels)} labels."
         )
     targets = encode(labels, label_mode, class_names, num_classes, describe=describe)
+    if label_mode == "input":
+        targets.label_mode = "input"  # y is x: BatchMaker makes it
     if label_mode == "mask":
         targets.mask_format = mask_format
     if sample_weight is not None and label_mode is None:

@@ -128,6 +128,7 @@ class BatchMaker:
                  label_mode: str | None = None, use_multiprocessing: bool = False,
                  foresight: bool = False) -> None:
         self.targets = targets
+        self.input_targets = label_mode == "input"  # y is the augmented x itself
         self.foresight = foresight  # tell hooks.foresee the samples of coming batches
         self.timings = timings
         self.sample_augment = None if augment is None else augment_mod.SampleAugment(
@@ -192,6 +193,8 @@ class BatchMaker:
         if self.batch_augment is not None:
             rng = seeding.rng(order.seed, seeding.BATCH_AUGMENT, order.epoch, number)
             x, y = self.batch_augment(x, y, rng)
+        if self.input_targets:
+            y = x
         if y is None:  # x alone, as Keras; a tuple of inputs stays wrapped, (x,), so
             return (x,) if isinstance(x, (tuple, list)) else x  # Keras reads it as x
         weights = self.targets.weights(indices)

@@ -87,7 +87,8 @@ class Generator(PyDataset):
             (seed, e). False keeps the source order.
         seed: int, or None to draw one seed once (shown by `repr`).
         label_mode: "int", "categorical", "binary", "multi_label", "raw", "mask"
-            (segmentation: y is the mask returned with each sample) or None.
+            (segmentation: y is the mask returned with each sample), "input" (y is x
+            itself, after augmentation: an autoencoder) or None.
             "auto" (the base class's default): "categorical" when labels are given,
             otherwise None.
         num_classes: width of one-hot / multi-hot targets; inferred when None.

@@ -115,7 +115,8 @@ class ArrayGenerator(Generator, IteratorNames):
         y: None, an array (n, ...) or a dict of arrays (multi-output models).
         sample_weight: optional (n,) weights, returned as the batch's third element.
         label_mode: "raw" (default: y as given), "int", "categorical", "binary",
-            "multi_label" or None (x only).
+            "multi_label", "input" (no y: the target is x itself, augmented) or None
+            (x only).
         **common: batch_size, shuffle, seed, num_classes, class_names, dtype ("float32"
             by default; None keeps x's own dtype), augment, sampler, drop_remainder,
             workers, use_multiprocessing, max_queue_size (see `kg.Generator`).
@@ -168,7 +169,7 @@ def _array_source(x: Any, y: Any, label_mode: str | None,
                 "`x` and `y` must hold the same number of samples. Received: "
                 f"len(x)={num_samples}, len(y)={num_targets}."
             )
-    elif label_mode not in ("raw", None):
+    elif label_mode not in ("raw", "input", None):
         raise ValueError(f"label_mode={label_mode!r} needs `y`. Received: y=None.")
     masks = None
     if label_mode == "mask":
@@ -282,7 +283,9 @@ class ImageFolderGenerator(_ImageFileGenerator, IteratorNames):
             values (floats, or rows of numbers: regression targets, given as float32,
             as Keras passes them on; label_mode "int" or "raw", then "raw").
         label_mode: "int" (default, as Keras), "categorical", "binary", "raw" (class
-            ids), "mask" (with `mask_dir`) or None. With labels="inferred" and
+            ids), "mask" (with `mask_dir`), "input" (an autoencoder: each image, once
+            augmented, is its own target; every image under `directory` is read, as
+            with labels=None) or None. With labels="inferred" and
             label_mode=None the class subfolders are still listed (and `class_names`
             set) when there are some; a folder without subfolders is read flat.
         class_names: the classes to use, in class-id order; default: the sorted
@@ -384,6 +387,9 @@ class ImageFolderGenerator(_ImageFileGenerator, IteratorNames):
         given = _given_labels(labels, class_names, mask_dir)
         if labels is None:
             label_mode = None  # as Keras: no labels, no label mode
+        if label_mode == "input" and given is not None:
+            raise ValueError("label_mode='input' makes each image its own target, so it "
+                             "takes no `labels` list. Leave labels out.")
         aspect = images.aspect_mode(crop_to_aspect_ratio, pad_to_aspect_ratio)
         values = None  # real-valued labels (a regression), float32
         listing_started = time.perf_counter()
@@ -393,7 +399,8 @@ class ImageFolderGenerator(_ImageFileGenerator, IteratorNames):
                                               store=store)
             paths, class_ids, names = found.paths, None, class_names
             masks = listing.paired_masks(paths, directory, mask_dir, store)
-        elif labels is None or given is not None:  # Keras: every image, in its order
+        elif labels is None or given is not None or label_mode == "input":
+            # Keras: every image, in its order (an autoencoder's too: its own target)
             found = listing.list_image_folder(directory, flat=True,
                                               follow_links=follow_links, on_error=on_error,
                                               store=store)
@@ -583,7 +590,8 @@ class CSVGenerator(_ImageFileGenerator, IteratorNames):
             is opened (a file replaced by a link out of `directory` later is a bad file,
             see `on_error`); without `directory`, paths are taken as written.
         label_mode: "int" (default, as Keras), "categorical", "binary", "multi_label",
-            "raw", "mask" or None.
+            "raw", "mask", "input" (each image, augmented, its own target; no `y_col`)
+            or None.
         label_delimiter: separates several labels in one cell for "multi_label" ("a|b").
             Under a single-label mode a cell holding it is an error (a forgotten
             "multi_label"); None: no delimiter, one label per cell.
@@ -680,7 +688,7 @@ def _table_columns(table, x_col, y_col, mask_col, label_mode):
     table.column(x_col, "x_col")
     if mask_col is not None:
         table.column(mask_col, "mask_col")
-    if label_mode in (None, "mask"):
+    if label_mode in (None, "mask", "input"):
         return None
     y_cols = list(y_col) if isinstance(y_col, (list, tuple)) else [y_col]
     for name in y_cols:
