@@ -20,6 +20,8 @@ from typing import TYPE_CHECKING, Any, TypeGuard
 import numpy as np
 
 from kerasgen import _checks
+from kerasgen._image_data_generator import (  # noqa: F401 - kg.augment.from_image_data_generator
+    from_image_data_generator as from_image_data_generator)
 from kerasgen._typing import Augment, BatchAugmentSteps, ImageSize
 
 if TYPE_CHECKING:

@@ -584,7 +584,7 @@ LAYERS = [
                            "_shuffle", "_resampler", "_random_samplers", "_smote",
                            "_neighbors", "_sampler_adapters"}),
     ("loader", {"_cache", "loader", "_image_source", "_nvdecode"}),
-    ("augment", {"augment"}),
+    ("augment", {"augment", "_image_data_generator"}),
     ("batch", {"_making"}),
     ("feeding", {"_ahead", "_workers", "_feeding", "_keras_compat"}),
     ("adapter", {"base", "_tfdata", "_grain", "_iterator_names"}),
