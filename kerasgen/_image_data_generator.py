@@ -17,10 +17,13 @@ _FILL = {"nearest": "BORDER_REPLICATE", "constant": "BORDER_CONSTANT",
 
 # ImageDataGenerator's arguments kerasgen has no translation for, and what to use
 _REFUSED = {
-    "featurewise_center": "keras.layers.Normalization(axis=-1) adapted on training "
-                          "images, as the model's first layer",
-    "featurewise_std_normalization": "keras.layers.Normalization(axis=-1) adapted on "
-                                     "training images, as the model's first layer",
+    "featurewise_center": "keras.layers.Normalization(axis=-1) as the model's first "
+                          "layer, with .adapt(gen) over a generator of the training "
+                          "images without augment (docs/migrating.md)",
+    "featurewise_std_normalization": "keras.layers.Normalization(axis=-1) as the "
+                                     "model's first layer, with .adapt(gen) over a "
+                                     "generator of the training images without augment "
+                                     "(docs/migrating.md)",
     "zca_whitening": "a whitening step of your own in batch_augment=",
     "samplewise_center": "a function in augment= (image - image.mean()), with "
                          "dtype='float32'",

@@ -120,3 +120,24 @@ def test_defaults_left_as_keras_writes_them_ask_for_nothing():
         zca_epsilon=1e-6, preprocessing_function=None, interpolation_order=1,
         rotation_range=0, zoom_range=0.0, fill_mode="nearest", cval=0.0,
         horizontal_flip=False, brightness_range=None) == {}
+
+
+def test_featurewise_statistics_come_from_normalization_adapted_on_a_generator(
+        image_folder):
+    with pytest.raises(ValueError, match=r"Normalization.*adapt\(gen\)"):
+        kg.augment.from_image_data_generator(featurewise_std_normalization=True)
+    plain = kg.ImageFolderGenerator(image_folder, image_size=(8, 8), batch_size=5,
+                                    rescale=1 / 255, cache=None)
+    norm = keras.layers.Normalization(axis=-1)
+    norm.adapt(plain)  # one pass, x only, exact per-channel statistics
+    pixels = np.concatenate([plain[i][0] for i in range(len(plain))]).reshape(-1, 3)
+    np.testing.assert_allclose(norm.mean.numpy().ravel(), pixels.mean(0), rtol=1e-5)
+    np.testing.assert_allclose(norm.variance.numpy().ravel(), pixels.var(0), rtol=1e-4)
+    model = keras.Sequential([keras.Input((8, 8, 3)), norm, keras.layers.Flatten(),
+                              keras.layers.Dense(3)])
+    model.compile("adam", keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    train = kg.ImageFolderGenerator(image_folder, image_size=(8, 8), batch_size=5,
+                                    rescale=1 / 255, cache=None, seed=0,
+                                    **kg.augment.from_image_data_generator(
+                                        horizontal_flip=True))
+    assert np.isfinite(model.fit(train, epochs=2, verbose=0).history["loss"]).all()
