@@ -229,16 +229,25 @@ class ImageSource:
 
 class Thumbnails:
     """Lazily decoded 8x8 RGB thumbnails, the default SMOTE feature space for images.
-    Indexing with an array decodes the samples not seen yet and keeps them."""
+    Indexing with an array decodes the samples not seen yet and keeps them. A file
+    skipped as bad (on_error="skip") has a row of zeros, and is in `bad`."""
 
     def __init__(self, loader: ImageLoader) -> None:
         self.loader = loader
-        self.table: dict[int, np.ndarray] = {}
+        self.table: dict[int, np.ndarray | None] = {}
 
     def __getitem__(self, indices: Any) -> np.ndarray:
         indices = np.atleast_1d(np.asarray(indices))
         self.loader.thumbnails(indices, self.table)
-        return np.stack([self.table[int(i)] for i in indices])
+        rows = [self.table[int(i)] for i in indices]
+        blank = next((r for r in rows if r is not None), None)
+        blank = np.zeros((8, 8, 3), np.float32) if blank is None else np.zeros_like(blank)
+        return np.stack([blank if r is None else r for r in rows])
+
+    @property
+    def bad(self) -> set[int]:
+        """The samples whose thumbnail could not be made (skipped bad files)."""
+        return {i for i, row in self.table.items() if row is None}
 
     def __len__(self) -> int:
         return len(self.loader.file_paths)

@@ -123,13 +123,28 @@ class ImblearnSampler:
         sampler = clone(self.sampler)
         if "random_state" in sampler.get_params():
             sampler.set_params(random_state=int(rng.integers(2**31)))
-        sampler.fit_resample(_feature_rows(context.get("features"), len(labels)), labels)
+        features = context.get("features") if _reads_features(sampler) else None
+        rows = _feature_rows(features, len(labels))
+        bad = sorted(getattr(features, "bad", ()))  # skipped files: no features, left out
+        keep = np.setdiff1d(np.arange(len(labels)), bad)
+        sampler.fit_resample(rows[keep], labels[keep])
         if not hasattr(sampler, "sample_indices_"):
             raise TypeError(
                 f"{type(sampler).__name__} makes new samples and has no `sample_indices_`, "
                 "so it cannot pick samples inside a generator. Use kg.samplers.SMOTE, or "
                 "kg.rebalance() on arrays.")
-        return rng.permutation(np.asarray(sampler.sample_indices_))
+        return rng.permutation(keep[np.asarray(sampler.sample_indices_)])
+
+
+def _reads_features(sampler: Any) -> bool:
+    """Whether an imbalanced-learn sampler chooses by x: all but the random ones (a
+    RandomOverSampler with `shrinkage` makes new samples from x)."""
+    name = type(sampler).__name__
+    if not type(sampler).__module__.startswith("imblearn."):
+        return True
+    if name == "RandomUnderSampler":
+        return False
+    return not (name == "RandomOverSampler" and sampler.get_params().get("shrinkage") is None)
 
 
 def _feature_rows(features: Any, num_samples: int) -> np.ndarray:

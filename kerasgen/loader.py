@@ -441,18 +441,26 @@ class ImageLoader:
         return [p for p in progress(results, "Validating images", len(self.file_paths),
                                     self.verbose) if p is not None]
 
-    def thumbnails(self, indices: npt.ArrayLike, table: dict[int, np.ndarray],
+    def thumbnails(self, indices: npt.ArrayLike, table: dict[int, np.ndarray | None],
                    size: tuple[int, int] = (8, 8)) -> None:
         """Decodes the samples of `indices` missing from `table` as small float32 RGB
-        thumbnails (in parallel, with progress for slow cases) and adds them."""
+        thumbnails (in parallel, with progress for slow cases) and adds them. A bad file
+        is an error naming it, or with on_error="skip" a skipped file (warned of, in
+        `skipped`) whose entry is None."""
         todo = [int(i) for i in np.unique(indices) if int(i) not in table]
 
         def thumb(i):
-            return i, images.resize(self._decoded(i, size, "rgb"), size, "rgb")
+            try:
+                return i, images.resize(self._decoded(i, size, "rgb"), size, "rgb")
+            except (ValueError, FileNotFoundError) as error:
+                if self.on_error == "raise":
+                    raise _bad_file(error, self.file_paths[i]) from None
+                self._record_skip(i, error)
+                return i, None
 
         for i, image in progress(self.pool().map(thumb, todo), "Making thumbnails",
                                  len(todo), self.verbose):
-            table[i] = image.astype(np.float32)
+            table[i] = None if image is None else image.astype(np.float32)
 
     def __getstate__(self):
         state = self.__dict__.copy()

@@ -309,6 +309,48 @@ def test_feature_based_imbalanced_learn_samplers_see_the_features():
     assert sorted(gen.epoch_plan().tolist()) == sorted(expected.sample_indices_.tolist())
 
 
+def _folder_with_a_bad_file(image_folder):
+    (image_folder / "dog" / "broken.png").write_bytes(b"not a png")  # dog: 3 -> 4 files
+    return image_folder
+
+
+def test_random_imbalanced_learn_samplers_decode_no_image_to_plan(image_folder):
+    from imblearn.over_sampling import RandomOverSampler
+    from imblearn.under_sampling import RandomUnderSampler
+
+    for sampler in (RandomOverSampler(), RandomUnderSampler()):
+        gen = kg.ImageFolderGenerator(image_folder, sampler=sampler, image_size=(8, 8),
+                                      seed=1)
+        assert gen.sampler_features.table == {}  # no thumbnail decoded: x is not read
+        counts = Counter(gen.labels[gen.epoch_plan()].tolist())
+        assert len(set(counts.values())) == 1  # balanced
+
+
+@pytest.mark.parametrize("make", ["RandomOverSampler", "NearMiss", "TomekLinks"])
+def test_imbalanced_learn_samplers_skip_bad_files_as_every_sampler_does(image_folder,
+                                                                       make):
+    import keras
+    from imblearn import over_sampling, under_sampling
+
+    cls = getattr(over_sampling, make, None) or getattr(under_sampling, make)
+    folder = _folder_with_a_bad_file(image_folder)
+    with pytest.raises(ValueError, match="broken.png"):  # named, under the default
+        gen = kg.ImageFolderGenerator(folder, sampler=cls(), image_size=(8, 8), seed=1)
+        [gen[i] for i in range(len(gen))]
+    with pytest.warns(UserWarning, match="broken.png"):
+        gen = kg.ImageFolderGenerator(folder, sampler=cls(), image_size=(8, 8), seed=1,
+                                      on_error="skip")
+        model = keras.Sequential([keras.Input((8, 8, 3)), keras.layers.Flatten(),
+                                  keras.layers.Dense(3)])
+        model.compile("adam",
+                      keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+        model.fit(gen, epochs=1, verbose=0)
+    assert [p for p in gen.skipped if p.endswith("broken.png")]
+    bad = next(i for i, p in enumerate(gen.file_paths) if p.endswith("broken.png"))
+    if make != "RandomOverSampler":  # chosen by features: the bad file has none
+        assert bad not in gen.epoch_plan().tolist()
+
+
 def test_features_must_match_the_samples(image_folder):
     with pytest.raises(ValueError, match=r"`features` must hold one row per sample \(12"):
         kg.ImageFolderGenerator(image_folder, features=np.zeros((10, 3)),
