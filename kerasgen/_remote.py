@@ -112,11 +112,13 @@ class Store:
         self._fs: dict[str, Any] = {}
         self._lock = threading.Lock()
         self._pending: dict[str, Future[np.ndarray]] = {}
+        self._reading: dict[str, Future[np.ndarray]] = {}  # fetches `read` is making now
+        self._recent: dict[str, None] = {}  # URLs read lately (oldest first)
         self._pool: tuple[int, ThreadPoolExecutor] | None = None
 
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
-        for name in ("_fs", "_lock", "_pending", "_pool"):
+        for name in ("_fs", "_lock", "_pending", "_reading", "_recent", "_pool"):
             state.pop(name)
         return state
 
@@ -341,15 +343,35 @@ class Store:
     # ------------------------------------------------------------- reads
     def read(self, url: str, what: str = "image file") -> np.ndarray:
         """The bytes of the object `url` as uint8 (fetched ahead by `prefetch`, from the
-        cache, or now)."""
+        cache, or now; a fetch another thread is making now is waited for, not made
+        twice)."""
         with self._lock:
             future = self._pending.pop(url, None)
+            self._recent[url] = None  # read: not to be fetched ahead again this epoch
+            while len(self._recent) > _PENDING_MAX:
+                self._recent.pop(next(iter(self._recent)))
         if future is not None:
             try:
                 return future.result()
             except Exception:  # noqa: BLE001 - fetched ahead, maybe long ago: ask again now
                 pass
-        return self._fetch(url, what)
+        with self._lock:
+            shared = self._reading.get(url)
+            if shared is None:
+                mine: Future[np.ndarray] = Future()
+                self._reading[url] = mine
+        if shared is not None:
+            return shared.result()
+        try:
+            data = self._fetch(url, what)
+        except BaseException as error:
+            mine.set_exception(error)
+            raise
+        finally:
+            with self._lock:
+                self._reading.pop(url, None)
+        mine.set_result(data)
+        return data
 
     def _key(self, url: str) -> str:
         """`url`'s entry name in the cache."""
@@ -391,17 +413,19 @@ class Store:
         cache = self.cache
         with self._lock:
             for url in urls:
-                if url in self._pending or (cache is not None
-                                            and cache.known(self._key(url))):
-                    continue
+                if url in self._pending or url in self._recent or (
+                        cache is not None and cache.known(self._key(url))):
+                    continue  # fetched ahead, read already, or a known local copy
                 while len(self._pending) >= _PENDING_MAX:  # the oldest, never read
                     self._pending.pop(next(iter(self._pending))).cancel()
                 self._pending[url] = pool.submit(self._fetch, url, what)
 
     def forget(self) -> None:
-        """Drops what was fetched ahead and not read."""
+        """Drops what was fetched ahead and not read (an epoch ended: every object may
+        be read, and fetched ahead, again)."""
         with self._lock:
             pending, self._pending = self._pending, {}
+            self._recent.clear()
         for future in pending.values():
             future.cancel()
 

@@ -539,7 +539,8 @@ class FaultProxy:
 
     Each request is read whole (head, then its body by Content-Length or chunks), sent on
     a fresh upstream connection, and the whole response is read before it is passed on
-    (bodies re-framed with a Content-Length). `requests` counts the requests seen.
+    (bodies re-framed with a Content-Length). `requests` counts the requests seen, and
+    `seen` lists them ("GET /bucket/key?...").
     """
 
     def __init__(self, target_host, target_port):
@@ -548,6 +549,7 @@ class FaultProxy:
         self.latency = 0.0
         self._lock = threading.Lock()
         self._requests = 0
+        self.seen = []  # "METHOD target" of every request read, in order
         self._fail, self._truncate = _Pending(), _Pending()
         self._stopping = threading.Event()
         self._stopping.set()
@@ -682,9 +684,10 @@ class FaultProxy:
         if head.get("expect").lower() == "100-continue":
             conn.sendall(b"HTTP/1.1 100 Continue\r\n\r\n")
         body = _read_body(rfile, head, until_close=False)
+        method, target = (head.start.split(" ") + ["", ""])[:2]
         with self._lock:
             self._requests += 1
-        method, target = (head.start.split(" ") + ["", ""])[:2]
+            self.seen.append(f"{method} {target}")
         keep_alive = head.get("connection").lower() != "close"
         status = self._take(self._fail, target)
         if status is not None:

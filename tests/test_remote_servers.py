@@ -162,7 +162,7 @@ def test_each_s3_object_is_one_request_and_a_warm_cache_none(s3, image_folder,
     count = len(gen.file_paths)
     before = proxy.requests
     expected = batches(gen)
-    assert proxy.requests - before == count  # a GET each, no HEAD first
+    assert proxy.requests - before == count, "\n".join(proxy.seen[before:])  # GETs, no HEAD
     cached = kg.ImageFolderGenerator(f"{s3.url}/images", **common,
                                      remote_cache=kg.RemoteCache(tmp_path / "objects"))
     assert_same(batches(cached), expected)
