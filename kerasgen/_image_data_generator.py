@@ -146,10 +146,10 @@ def _steps(kwargs: dict[str, Any]) -> list[Any]:
                              "fractions (below 1) or both pixels (1 or more). Received: "
                              f"{kwargs.get('width_shift_range')!r} and "
                              f"{kwargs.get('height_shift_range')!r}")
-        translate = {axis: (-v, v) for axis, (_, v) in shifts.items()}
-        where = ("translate_px" if kinds == {"px"} else "translate_percent")
-        if where == "translate_px":
-            translate = {a: (-int(v), int(v)) for a, (_, v) in shifts.items()}
+        pixels = kinds == {"px"}
+        translate = {axis: (-int(v), int(v)) if pixels else (-v, v)
+                     for axis, (_, v) in shifts.items()}
+        where = "translate_px" if pixels else "translate_percent"
         steps.append(A.Affine(
             rotate=(-rotation, rotation), shear={"x": (-shear, shear), "y": (0.0, 0.0)},
             scale={"x": (1 / zoom[1], 1 / zoom[0]), "y": (1 / zoom[1], 1 / zoom[0])},

@@ -232,17 +232,18 @@ class Thumbnails:
     Indexing with an array decodes the samples not seen yet and keeps them. A file
     skipped as bad (on_error="skip") has a row of zeros, and is in `bad`."""
 
+    size = (8, 8)
+
     def __init__(self, loader: ImageLoader) -> None:
         self.loader = loader
         self.table: dict[int, np.ndarray | None] = {}
 
     def __getitem__(self, indices: Any) -> np.ndarray:
         indices = np.atleast_1d(np.asarray(indices))
-        self.loader.thumbnails(indices, self.table)
-        rows = [self.table[int(i)] for i in indices]
-        blank = next((r for r in rows if r is not None), None)
-        blank = np.zeros((8, 8, 3), np.float32) if blank is None else np.zeros_like(blank)
-        return np.stack([blank if r is None else r for r in rows])
+        self.loader.thumbnails(indices, self.table, self.size)
+        blank = np.zeros(self.size + (3,), np.float32)  # RGB, as loader.thumbnails
+        rows = (self.table[int(i)] for i in indices)
+        return np.stack([blank if row is None else row for row in rows])
 
     @property
     def bad(self) -> set[int]:

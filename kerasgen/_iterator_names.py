@@ -15,6 +15,8 @@ from typing import Any
 
 import numpy as np
 
+from kerasgen import _remote
+
 _CURSOR = threading.Lock()  # guards every generator's `next` position (held briefly)
 
 
@@ -58,7 +60,7 @@ class IteratorNames:
         if not directory:
             return list(paths)
         store = getattr(getattr(self, "loader", None), "store", None)
-        if store is not None and "://" in str(directory):
+        if store is not None and _remote.is_url(str(directory)):
             return [store.relative(p, directory) for p in paths]
         return [os.path.relpath(p, directory) for p in paths]
 

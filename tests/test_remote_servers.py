@@ -174,6 +174,15 @@ def test_each_s3_object_is_one_request_and_a_warm_cache_none(s3, image_folder,
     assert_same(again, batches(gen))
 
 
+def test_an_s3_folders_filenames_are_relative_as_the_local_folders(s3, image_folder):
+    s3.upload_folder(image_folder, "images")
+    local = kg.ImageFolderGenerator(image_folder, **COMMON)
+    remote = kg.ImageFolderGenerator(f"{s3.url}/images", storage_options=s3.storage_options,
+                                     **COMMON)
+    assert remote.filenames == local.filenames
+    assert "fox/nested/fox_4.png" in remote.filenames
+
+
 def _write_tfrecords(folder, image_folder, compression):
     options = tf.io.TFRecordOptions(compression_type=compression)
     files = sorted(p for p in pathlib.Path(image_folder).rglob("*") if p.suffix in (".png", ".jpg"))
