@@ -367,10 +367,11 @@ class Store:
         except BaseException as error:
             mine.set_exception(error)
             raise
+        else:  # the waiters have it before a new reader could start a second fetch
+            mine.set_result(data)
         finally:
             with self._lock:
                 self._reading.pop(url, None)
-        mine.set_result(data)
         return data
 
     def _key(self, url: str) -> str:
