@@ -1,0 +1,117 @@
+"""Bounding-box and keypoint geometry: formats, resizing with the image, padding.
+
+Inside kerasgen a box is [x_min, y_min, x_max, y_max] in pixels of the image it belongs
+to (Keras's "xyxy"), float32; a keypoint is [x, y] in pixels. Files and models speak
+other formats: Keras's `bounding_box_format` names ("yxyx", "xywh", "center_xywh",
+"rel_xyxy", ...; see `keras.utils.bounding_boxes.convert_format`) and albumentations'
+("pascal_voc", "coco", "albumentations", "yolo"). `to_xyxy` and `from_xyxy` convert.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from kerasgen import _checks
+from kerasgen import _images as images
+
+# Keras's bounding_box_format names (keras.utils.bounding_boxes)
+FORMATS = ("xyxy", "yxyx", "xywh", "center_xywh", "center_yxhw",
+           "rel_xyxy", "rel_yxyx", "rel_xywh", "rel_center_xywh", "rel_center_yxhw")
+# albumentations' BboxParams formats as Keras names them
+ALBUMENTATIONS = {"pascal_voc": "xyxy", "coco": "xywh", "albumentations": "rel_xyxy",
+                  "yolo": "rel_center_xywh"}
+PAD = -1  # what pads boxes and labels, as keras.layers.MaxNumBoundingBoxes pads them
+
+
+def check_format(name: str, value: str) -> str:
+    return _checks.one_of(name, value, FORMATS)
+
+
+def to_xyxy(boxes: np.ndarray, fmt: str, height: float, width: float) -> np.ndarray:
+    """(n, 4) boxes of format `fmt` on an image of (height, width) -> pixel xyxy."""
+    b = np.asarray(boxes, np.float64).reshape(-1, 4)
+    relative = fmt.startswith("rel_")
+    base = fmt[4:] if relative else fmt
+    if base == "yxyx":
+        b = b[:, [1, 0, 3, 2]]
+    elif base == "xywh":
+        b = np.concatenate([b[:, :2], b[:, :2] + b[:, 2:]], axis=1)
+    elif base in ("center_xywh", "center_yxhw"):
+        if base == "center_yxhw":
+            b = b[:, [1, 0, 3, 2]]
+        half = b[:, 2:] / 2
+        b = np.concatenate([b[:, :2] - half, b[:, :2] + half], axis=1)
+    if relative:
+        b = b * np.array([width, height, width, height])
+    return b.astype(np.float32)
+
+
+def from_xyxy(boxes: np.ndarray, fmt: str, height: float, width: float) -> np.ndarray:
+    """(n, 4) pixel xyxy boxes on an image of (height, width) -> format `fmt`."""
+    b = np.asarray(boxes, np.float64).reshape(-1, 4)
+    relative = fmt.startswith("rel_")
+    base = fmt[4:] if relative else fmt
+    if relative:
+        b = b / np.array([width, height, width, height])
+    if base == "yxyx":
+        b = b[:, [1, 0, 3, 2]]
+    elif base == "xywh":
+        b = np.concatenate([b[:, :2], b[:, 2:] - b[:, :2]], axis=1)
+    elif base in ("center_xywh", "center_yxhw"):
+        b = np.concatenate([(b[:, :2] + b[:, 2:]) / 2, b[:, 2:] - b[:, :2]], axis=1)
+        if base == "center_yxhw":
+            b = b[:, [1, 0, 3, 2]]
+    return b.astype(np.float32)
+
+
+def resize_geometry(size: tuple[int, int], image_size: tuple[int, int],
+                    aspect: str | None) -> tuple[np.ndarray, np.ndarray, tuple[int, int, int, int]]:
+    """(scale [sx, sy], offset [ox, oy], window (top, left, height, width) of the output
+    that holds image content) of the loader's resize of an image of `size` (height,
+    width) to `image_size`: a point (x, y) of the file lands at (x, y) * scale + offset.
+    `aspect` as `_images.resize` takes it: None stretches, "crop" cuts the centred
+    window first, "pad" fits and pads."""
+    height, width = size
+    out_h, out_w = image_size
+    if aspect == "crop":
+        top, left, crop_h, crop_w = images.crop_box((height, width), image_size)
+        scale = np.array([out_w / crop_w, out_h / crop_h])
+        return scale, -np.array([left, top]) * scale, (0, 0, out_h, out_w)
+    if aspect == "pad":
+        top, left, fit_h, fit_w = images.pad_box((height, width), image_size)
+        return (np.array([fit_w / width, fit_h / height]), np.array([left, top]),
+                (top, left, fit_h, fit_w))
+    return np.array([out_w / width, out_h / height]), np.zeros(2), (0, 0, out_h, out_w)
+
+
+def resized_boxes(boxes: np.ndarray, size: tuple[int, int], image_size: tuple[int, int],
+                  aspect: str | None) -> tuple[np.ndarray, np.ndarray]:
+    """(boxes on the resized image, the rows kept): pixel xyxy boxes of an image of
+    `size` moved as the loader resizes it, clipped to the image content; a box with no
+    area left (cut away by crop_to_aspect_ratio) is not kept."""
+    scale, offset, (top, left, h, w) = resize_geometry(size, image_size, aspect)
+    b = np.asarray(boxes, np.float64).reshape(-1, 4) * np.tile(scale, 2) + np.tile(offset, 2)
+    b = np.clip(b, [left, top, left, top], [left + w, top + h, left + w, top + h])
+    kept = (b[:, 2] > b[:, 0]) & (b[:, 3] > b[:, 1])
+    return b[kept].astype(np.float32), np.flatnonzero(kept)
+
+
+def resized_points(points: np.ndarray, size: tuple[int, int], image_size: tuple[int, int],
+                   aspect: str | None) -> np.ndarray:
+    """Pixel (x, y) keypoints of an image of `size` moved as the loader resizes it (a
+    point cut away by crop_to_aspect_ratio lies outside the image)."""
+    scale, offset, _ = resize_geometry(size, image_size, aspect)
+    return (np.asarray(points, np.float64).reshape(-1, 2) * scale + offset).astype(np.float32)
+
+
+def pad(rows: Sequence[np.ndarray], length: int, width: int | None,
+        dtype: str) -> np.ndarray:
+    """Rows of per-sample arrays (n_i, width) or (n_i,) as one (b, length[, width])
+    array, padded with PAD."""
+    shape = (len(rows), length) + (() if width is None else (width,))
+    out = np.full(shape, PAD, dtype)
+    for k, row in enumerate(rows):
+        out[k, :len(row)] = row
+    return out
