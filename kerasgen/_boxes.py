@@ -18,7 +18,7 @@ from kerasgen import _images as images
 
 # Keras's bounding_box_format names (keras.utils.bounding_boxes)
 FORMATS = ("xyxy", "yxyx", "xywh", "center_xywh", "center_yxhw",
-           "rel_xyxy", "rel_yxyx", "rel_xywh", "rel_center_xywh", "rel_center_yxhw")
+           "rel_xyxy", "rel_yxyx", "rel_xywh", "rel_center_xywh")
 # albumentations' BboxParams formats as Keras names them
 ALBUMENTATIONS = {"pascal_voc": "xyxy", "coco": "xywh", "albumentations": "rel_xyxy",
                   "yolo": "rel_center_xywh"}
