@@ -48,6 +48,7 @@ class Annotations:
     keypoints: list[np.ndarray] | None
     class_names: list[str] | None
     where: list[str]
+    relative: bool = False  # boxes are rel_xyxy (0..1): scaled once the sizes are known
 
     def subset(self, keep: Sequence[int]) -> Annotations:
         pick = [int(i) for i in keep]
@@ -55,7 +56,7 @@ class Annotations:
             [self.paths[i] for i in pick], [self.boxes[i] for i in pick],
             [self.labels[i] for i in pick], [self.sizes[i] for i in pick],
             None if self.keypoints is None else [self.keypoints[i] for i in pick],
-            self.class_names, [self.where[i] for i in pick])
+            self.class_names, [self.where[i] for i in pick], self.relative)
 
 
 def _box(values: Any, fmt: str, size: tuple[int, int] | None, where: str) -> np.ndarray:
@@ -245,10 +246,7 @@ def read_csv(table: listing.Table, *, x_col: str, y_col: str,
             labels.append([])
             points.append(None)
             places.append(at)
-        if relative:  # converted once the size is known: kept relative here
-            size = (1, 1)
-        else:
-            size = None
+        size = (1, 1) if relative else None  # relative boxes stay rel_xyxy here
         if box_cols is not None:
             cells = [listing.parse_number(table.columns[c][i]) for c in box_cols]
             label = listing.parse_number(table.columns[y_col][i])
@@ -275,7 +273,8 @@ def read_csv(table: listing.Table, *, x_col: str, y_col: str,
                                  f"{places[k]}.")
             points[k] = found
     return Annotations(paths, [_stack(b) for b in boxes], labels, [None] * len(paths),
-                       points if keypoints_col is not None else None, None, places)
+                       points if keypoints_col is not None else None, None, places,
+                       relative=relative)
 
 
 def _empty(value: Any) -> bool:
