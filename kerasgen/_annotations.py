@@ -102,13 +102,15 @@ def read_coco(path: str, image_dir: str | None = None, store: Any = None) -> Ann
                 raise ValueError(f"Cannot read {where}: not JSON ({error}).") from None
     for key in ("images", "annotations", "categories"):
         if not isinstance(data, dict) or not isinstance(data.get(key), list):
+            found = sorted(data) if isinstance(data, dict) else type(data).__name__
             raise ValueError(f"{where} must hold a list {key!r}, as COCO's instances "
-                             f"files do. Received: keys {sorted(data) if isinstance(data, dict) else type(data).__name__}.")
+                             f"files do. Received: keys {found}.")
     categories = sorted(data["categories"], key=lambda c: c["id"])
     names = {c["id"]: str(c["name"]) for c in categories}
     root = image_dir if image_dir is not None else (
         path.rsplit("/", 1)[0] if _remote.is_url(path) else os.path.dirname(os.path.abspath(path)))
-    join = (lambda a, b: f"{a.rstrip('/')}/{b}") if _remote.is_url(os.fspath(root)) else os.path.join
+    remote_root = _remote.is_url(os.fspath(root))
+    join = (lambda a, b: f"{a.rstrip('/')}/{b}") if remote_root else os.path.join
     order: dict[Any, int] = {}
     paths, sizes, boxes, labels, places = [], [], [], [], []
     for image in data["images"]:
