@@ -24,6 +24,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see of the lazy names below (PE
     from kerasgen._malloc import leave_malloc, tune_malloc
     from kerasgen._remote_cache import RemoteCache
     from kerasgen.base import Generator
+    from kerasgen.detection import DetectionGenerator
     from kerasgen.generators import ArrayGenerator, CSVGenerator, ImageFolderGenerator
     from kerasgen.image_dataset import image_dataset_from_directory
     from kerasgen.inspection import inspect
@@ -38,6 +39,7 @@ __all__ = [
     "ArrayGenerator",
     "ArrayRecordGenerator",
     "CSVGenerator",
+    "DetectionGenerator",
     "Generator",
     "ImageFolderGenerator",
     "RemoteCache",
@@ -66,6 +68,7 @@ _WHERE = {
     "ArrayGenerator": "kerasgen.generators",
     "ArrayRecordGenerator": "kerasgen.arrayrecord",
     "CSVGenerator": "kerasgen.generators",
+    "DetectionGenerator": "kerasgen.detection",
     "Generator": "kerasgen.base",
     "ImageFolderGenerator": "kerasgen.generators",
     "RemoteCache": "kerasgen._remote_cache",

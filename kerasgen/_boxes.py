@@ -115,3 +115,24 @@ def pad(rows: Sequence[np.ndarray], length: int, width: int | None,
     for k, row in enumerate(rows):
         out[k, :len(row)] = row
     return out
+
+
+class ImageBoxes:
+    """The detection targets of one loaded image: `boxes` (n, 4) pixel xyxy float32 on
+    the loaded (resized) image, `classes` (n,) int32 class ids, `keypoints` (k, 2)
+    pixel (x, y) float32 with NaN where a point is not annotated (or dropped), or None
+    without keypoints."""
+
+    __slots__ = ("boxes", "classes", "keypoints")
+
+    def __init__(self, boxes: np.ndarray, classes: np.ndarray,
+                 keypoints: np.ndarray | None = None) -> None:
+        self.boxes = np.asarray(boxes, np.float32).reshape(-1, 4)
+        self.classes = np.asarray(classes, np.int32).reshape(-1)
+        self.keypoints = None if keypoints is None else np.asarray(
+            keypoints, np.float32).reshape(-1, 2)
+
+    def __repr__(self) -> str:
+        return (f"ImageBoxes({len(self.boxes)} boxes"
+                + ("" if self.keypoints is None else f", {len(self.keypoints)} keypoints")
+                + ")")

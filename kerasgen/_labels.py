@@ -8,7 +8,8 @@ import numpy as np
 
 from kerasgen import _checks
 
-LABEL_MODES = ("int", "categorical", "binary", "multi_label", "raw", "mask", "input", None)
+LABEL_MODES = ("int", "categorical", "binary", "multi_label", "raw", "mask", "input", "boxes",
+               None)
 MASK_FORMATS = ("ids", "one_hot")
 CLASS_MODES = ("int", "categorical", "binary")
 
@@ -69,6 +70,11 @@ class Targets:
             return loaded
         if self.label_mode == "input":
             return None  # the input itself, once augmented: BatchMaker makes it
+        if self.label_mode == "boxes":  # the source packed them (kg.DetectionGenerator)
+            if loaded is None:
+                raise ValueError(f"label_mode='boxes' needs boxes, but {owner} loaded "
+                                 "none: use kg.DetectionGenerator.")
+            return loaded
         if loaded is not None:
             raise ValueError(
                 f"load_sample() returned (x, y), but this generator also encodes "
@@ -462,12 +468,17 @@ def generator_targets(num_samples, labels, label_mode, class_names=None, num_cla
             class_names is None):
         raise ValueError("mask_format='one_hot' needs `num_classes` (or `class_names`): "
                          "the width of the one-hot masks. Received: num_classes=None.")
+    if label_mode == "boxes" and labels is not None:
+        raise ValueError(
+            "label_mode='boxes' takes each image's boxes and their classes from its "
+            "annotations (kg.DetectionGenerator), so it takes no labels. Received: labels "
+            "for label_mode='boxes'.")
     if label_mode == "input" and labels is not None:
         raise ValueError(
             "label_mode='input' makes each sample's target its own (augmented) input, so "
             "it takes no labels. Received: labels for label_mode='input'. Leave the "
             "labels out, or use another label_mode.")
-    if labels is None and label_mode not in (None, "raw", "mask", "input"):
+    if labels is None and label_mode not in (None, "raw", "mask", "input", "boxes"):
         raise ValueError(
             f"label_mode={label_mode!r} needs labels, but none were given. Pass "
             "`labels` (one per sample) or use label_mode=None."
@@ -478,8 +489,8 @@ def generator_targets(num_samples, labels, label_mode, class_names=None, num_cla
             f"Received: {_length(labels)} labels."
         )
     targets = encode(labels, label_mode, class_names, num_classes, describe=describe)
-    if label_mode == "input":
-        targets.label_mode = "input"  # y is x: BatchMaker makes it
+    if label_mode in ("input", "boxes"):
+        targets.label_mode = label_mode  # y is x (BatchMaker), or the source's boxes
     if label_mode == "mask":
         targets.mask_format = mask_format
     if sample_weight is not None and label_mode is None:

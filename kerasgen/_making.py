@@ -21,6 +21,7 @@ import numpy as np
 from kerasgen import _batching as batching
 from kerasgen import _seeding as seeding
 from kerasgen import augment as augment_mod
+from kerasgen._boxes import ImageBoxes
 
 if TYPE_CHECKING:
     from kerasgen._labels import Targets
@@ -132,7 +133,7 @@ class BatchMaker:
         self.foresight = foresight  # tell hooks.foresee the samples of coming batches
         self.timings = timings
         self.sample_augment = None if augment is None else augment_mod.SampleAugment(
-            augment, with_masks=label_mode == "mask")
+            augment, with_masks=label_mode == "mask", with_boxes=label_mode == "boxes")
         # the batches' dtype and rescale, which augmented samples must fit (read from
         # the generator at each batch), and the shapes of the first augmented sample,
         # which every later one must have
@@ -210,10 +211,15 @@ class BatchMaker:
 
     def augment_sample(self, x: Any, seed: int, epoch: int, position: int,
                        mask: Any = None) -> tuple[Any, Any]:
-        """(x, mask) augmented with draws from (seed, epoch, position)."""
+        """(x, mask) augmented with draws from (seed, epoch, position); `mask` may be
+        the image's boxes (`_boxes.ImageBoxes`), which albumentations moves with it."""
         if self.sample_augment is None:
             return x, mask
         rng = seeding.rng(seed, seeding.AUGMENT, epoch, position)
+        if isinstance(mask, ImageBoxes):
+            out, mask = self.sample_augment(x, rng, targets=mask)
+            self._check_output(out, None, position)
+            return out, mask
         if mask is None:
             out, mask = self.sample_augment(x, rng), None
         else:

@@ -28,7 +28,8 @@ Interpolation = Literal["bilinear", "area", "bicubic", "nearest", "lanczos", "la
                         "lanczos5", "gaussian", "mitchellcubic"]
 
 # kerasgen._labels.LABEL_MODES, less None (written `LabelMode | None` where it is taken)
-LabelMode = Literal["int", "categorical", "binary", "multi_label", "raw", "mask", "input"]
+LabelMode = Literal["int", "categorical", "binary", "multi_label", "raw", "mask", "input",
+                    "boxes"]
 
 # kerasgen._batching.DTYPES, less None (None keeps the samples' own dtype)
 DType = Literal["float32", "float16", "uint8"]

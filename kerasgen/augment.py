@@ -27,6 +27,8 @@ from kerasgen._typing import Augment, BatchAugmentSteps, ImageSize
 if TYPE_CHECKING:
     import albumentations
 
+    from kerasgen._boxes import ImageBoxes
+
 PIP_ALBUMENTATIONS = 'pip install "albumentations>=2.0,<2.1"'
 
 
@@ -76,13 +78,16 @@ class SampleAugment:
     that cannot be called so is refused here, before any batch.
     """
 
-    def __init__(self, augment: Augment, *, with_masks: bool = False) -> None:
+    def __init__(self, augment: Augment, *, with_masks: bool = False,
+                 with_boxes: bool = False) -> None:
         if not callable(augment):
             _checks.fail("augment", "None, an albumentations transform or a callable "
                          "fn(image, rng) -> image", augment, TypeError)
         self.augment = augment
         self.albumentations = _is_albumentations(augment)
-        if not self.albumentations:
+        if with_boxes:
+            check_box_augment(augment, keypoints=False)
+        elif not self.albumentations:
             _check_signature(augment, with_masks)
         self._local = threading.local()
 
@@ -93,14 +98,17 @@ class SampleAugment:
         return transform
 
     def __call__(self, image: np.ndarray, rng: np.random.Generator,
-                 mask: np.ndarray | None = None) -> Any:
-        """The augmented image; (image, mask) when `mask` is given."""
+                 mask: np.ndarray | None = None, targets: ImageBoxes | None = None) -> Any:
+        """The augmented image; (image, mask) when `mask` is given; (image, its
+        ImageBoxes) when `targets` (boxes, keypoints) are."""
         if not self.albumentations:
             if mask is None:
                 return self.augment(image, rng)
             return self.augment(image, rng, mask=mask)
         transform = self._transform()
         transform.set_random_state(rng, random.Random(int(rng.integers(2**63))))
+        if targets is not None:
+            return _with_boxes(transform, image, targets)
         if mask is None:
             return transform(image=image)["image"]
         out = transform(image=image, mask=mask)
@@ -112,6 +120,78 @@ class SampleAugment:
     def __setstate__(self, state):
         self.__dict__.update(state)
         self._local = threading.local()
+
+
+def _params(transform: Any, kind: str) -> Any:
+    """The BboxParams ("bboxes") or KeypointParams ("keypoints") of a Compose, or None."""
+    processor = (getattr(transform, "processors", None) or {}).get(kind)
+    return None if processor is None else processor.params
+
+
+KEYPOINT_FORMATS = ("xy", "yx")  # the keypoint formats of albumentations taken here
+
+
+def check_box_augment(augment: Any, keypoints: bool) -> None:
+    """Refuses an `augment` that cannot move boxes (and keypoints) with the image: only
+    an albumentations Compose with bbox_params (and keypoint_params) can."""
+    if not _is_albumentations(augment) or _params(augment, "bboxes") is None:
+        _checks.fail(
+            "augment", "an albumentations Compose with bbox_params, A.Compose([...], "
+            "bbox_params=A.BboxParams(format='pascal_voc', label_fields=['labels']))",
+            augment, TypeError, "Boxes must move with their image, and only albumentations "
+            "says how each transform moves them (any `format` and `label_fields` do: "
+            "kerasgen converts, and passes the class ids under each label field).")
+    if keypoints:
+        params = _params(augment, "keypoints")
+        if params is None:
+            _checks.fail("augment", "an albumentations Compose with keypoint_params as "
+                         "well (the images have keypoints): A.Compose([...], bbox_params="
+                         "..., keypoint_params=A.KeypointParams(format='xy'))", augment,
+                         TypeError)
+        if params.format not in KEYPOINT_FORMATS:
+            raise ValueError(f"`augment`'s KeypointParams must have format 'xy' or 'yx' "
+                             f"(points without angle or scale). Received: "
+                             f"format={params.format!r}.")
+
+
+def _with_boxes(transform: Any, image: np.ndarray, targets: ImageBoxes) -> Any:
+    """(image, ImageBoxes) after `transform`: the boxes go in the Compose's own format
+    with a fifth column, their row, so that the rows albumentations keeps (cut by a
+    crop, below min_visibility) are known exactly; the class ids go under each label
+    field, and come back from `targets` by row. Keypoints likewise, a missing one (NaN)
+    left out and still missing after."""
+    from kerasgen import _boxes as boxes_mod
+
+    params = _params(transform, "bboxes")
+    height, width = image.shape[:2]
+    fmt = boxes_mod.ALBUMENTATIONS[params.format]
+    n = len(targets.boxes)
+    rows = np.concatenate([boxes_mod.from_xyxy(targets.boxes, fmt, height, width),
+                           np.arange(n, dtype=np.float32)[:, None]], axis=1)
+    data: dict[str, Any] = {"image": image, "bboxes": rows}
+    for field in params.label_fields or ():
+        data[field] = targets.classes
+    points = targets.keypoints
+    if points is not None:
+        kparams = _params(transform, "keypoints")
+        known = np.flatnonzero(~np.isnan(points).any(axis=1))
+        xy = points[known] if kparams.format == "xy" else points[known][:, ::-1]
+        data["keypoints"] = np.concatenate([xy, known.astype(np.float32)[:, None]], axis=1)
+        for field in kparams.label_fields or ():
+            data[field] = known.astype(np.int32)
+    out = transform(**data)
+    new = out["image"]
+    height, width = new.shape[:2]
+    kept = np.asarray(out["bboxes"], np.float64).reshape(-1, rows.shape[1])
+    order = kept[:, -1].astype(np.int64)
+    boxes = boxes_mod.to_xyxy(kept[:, :4], fmt, height, width)
+    moved = None
+    if points is not None:
+        moved = np.full(points.shape, np.nan, np.float32)
+        found = np.asarray(out["keypoints"], np.float64).reshape(-1, 3)
+        xy = found[:, :2] if kparams.format == "xy" else found[:, 1::-1]
+        moved[found[:, 2].astype(np.int64)] = xy
+    return new, boxes_mod.ImageBoxes(boxes, targets.classes[order], moved)
 
 
 def _check_signature(augment: Any, with_masks: bool) -> None:

@@ -1,0 +1,342 @@
+"""`DetectionGenerator`: images with bounding boxes (and keypoints), from COCO JSON,
+Pascal VOC XML folders or CSV lists, batched as KerasHub's detectors take them."""
+
+from __future__ import annotations
+
+import os
+import time
+import warnings
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Literal
+
+import numpy as np
+
+from kerasgen import _annotations as annotations_mod
+from kerasgen import _boxes as boxes_mod
+from kerasgen import _checks, _remote
+from kerasgen import _images as images
+from kerasgen import _labels as labels_mod
+from kerasgen import _listing as listing
+from kerasgen import augment as augment_mod
+from kerasgen import loader as loader_mod
+from kerasgen._detection import DetectionSource
+from kerasgen._remote_cache import RemoteCache
+from kerasgen._typing import (Cache, ColorMode, Decoder, ImageSize, Interpolation, OnError,
+                              StrPath, Subset)
+from kerasgen.generators import _ImageFileGenerator
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+FORMATS = ("auto", "coco", "voc", "csv")
+
+
+class DetectionGenerator(_ImageFileGenerator):
+    """Images and their bounding boxes (and keypoints), for object detection.
+
+    A batch is `(images, {"boxes": (b, M, 4) float32, "labels": (b, M) int32})`, the
+    format KerasHub's detectors (RetinaNet, YOLOV8Detector) train on: each image's boxes
+    in `bounding_box_format`, their class ids, padded to M rows with -1. With keypoints,
+    y also holds "keypoints": (b, K, 2) pixel (x, y), -1 where a point is missing.
+
+    Boxes move with their image: the resize (stretched, `crop_to_aspect_ratio` or
+    `pad_to_aspect_ratio`, as the image is) and `augment`, an albumentations Compose
+    with `bbox_params` (and `keypoint_params`), which moves, clips and drops boxes as
+    albumentations decides. A box that the crop to the aspect ratio cuts away, or that
+    has no area once resized, is dropped with a warning; `gen.dropped_boxes` lists them.
+
+    Args:
+        annotations: a COCO instances JSON file (a local path or a URL), a folder of
+            Pascal VOC XML files (or a VOC year folder holding Annotations/ and
+            JPEGImages/), or a CSV file (or pandas DataFrame) of boxes.
+        format: "auto" (default: .json is COCO, a folder VOC, else CSV), "coco", "voc",
+            "csv".
+        directory: the folder (or URL) the images are in. Default: COCO's JSON file's
+            folder, VOC's JPEGImages/ beside Annotations/ (else the XML folder), the CSV
+            file's folder.
+        x_col, y_col: CSV: the image path column and the box class column (a class
+            name or integer id per box).
+        box_cols: CSV, one row per box: the four box columns, in `box_format`'s order
+            (default: xmin, ymin, xmax, ymax). An image's rows need not be together; a
+            row whose box and class cells are empty is an image without boxes.
+        boxes_col: CSV, one row per image instead: a column of JSON lists of boxes, with
+            `y_col` a JSON list of their classes.
+        keypoints_col: CSV: a column of JSON lists of [x, y] points per image (null for
+            one not annotated).
+        box_format: the format of the CSV's boxes (Keras's names; default "xyxy", pixel
+            corners). COCO boxes are "xywh" and VOC boxes "xyxy", as their files define.
+        bounding_box_format: the format of y's boxes (default "xyxy"; Keras's names:
+            "yxyx", "xywh", "center_xywh", "center_yxhw", "rel_xyxy", "rel_yxyx",
+            "rel_xywh", "rel_center_xywh"), as the model's `bounding_box_format`.
+        max_boxes: M, the rows of each image's boxes (default: the most any image has);
+            an image with more is an error naming it.
+        ragged: y's "boxes", "labels" (and "keypoints") as lists of one array per image
+            instead of padded arrays (for a custom training loop; Keras's fit needs the
+            padded ones).
+        class_names: the classes in class-id order (default: COCO's categories in id
+            order, else the class names sorted, or the integer ids as they are).
+        on_missing: "raise" (default) when an annotated image file does not exist, or
+            "skip" to drop it with a warning (`gen.skipped` lists them).
+        validation_split, subset: a seeded, random split of the images (it needs `seed`).
+        image_size, color_mode, interpolation, crop_to_aspect_ratio,
+            pad_to_aspect_ratio, rescale, cache, on_error, decode_threads, verbose,
+            max_pixels, storage_options, remote_cache: as for ImageFolderGenerator. A
+            bad file skipped (on_error="skip") is replaced by another image, with that
+            image's boxes.
+        **common: see `kg.Generator`; `augment` must be an albumentations Compose with
+            bbox_params; samplers and batch_augment are refused (they act on one class
+            per sample, and on images without their boxes).
+    """
+
+    def __init__(self, annotations: StrPath | pd.DataFrame, *,
+                 format: Literal["auto", "coco", "voc", "csv"] = "auto",  # noqa: A002
+                 directory: StrPath | None = None, x_col: str = "filename",
+                 y_col: str = "class", box_cols: Sequence[str] | None = None,
+                 boxes_col: str | None = None, keypoints_col: str | None = None,
+                 box_format: str = "xyxy", bounding_box_format: str = "xyxy",
+                 max_boxes: int | None = None, ragged: bool = False,
+                 class_names: Sequence[str] | None = None,
+                 on_missing: Literal["raise", "skip"] = "raise", allow_outside: bool = False,
+                 image_size: ImageSize = (256, 256), color_mode: ColorMode = "rgb",
+                 interpolation: Interpolation = "bilinear",
+                 crop_to_aspect_ratio: bool = False, pad_to_aspect_ratio: bool = False,
+                 rescale: float | None = None, cache: Cache = "auto",
+                 on_error: OnError = "raise", decode_threads: int | None = None,
+                 decoder: Decoder = "opencv", verbose: int = 1,
+                 validation_split: float | None = None, subset: Subset | None = None,
+                 seed: int | None = None, encoding: str = "utf-8",
+                 max_pixels: int | None = images.MAX_PIXELS,
+                 storage_options: Mapping[str, Any] | None = None,
+                 remote_cache: StrPath | RemoteCache | None = None,
+                 **common: Any) -> None:
+        _checks.labels_come_from(self, common, "its annotations")
+        _refuse(common)
+        common.pop("label_mode", None)
+        store = _remote.Store(storage_options, _remote.check_cache(remote_cache))
+        box_format = boxes_mod.check_format("box_format", box_format)
+        boxes_mod.check_format("bounding_box_format", bounding_box_format)
+        _checks.one_of("on_missing", on_missing, ("raise", "skip"))
+        aspect = images.aspect_mode(crop_to_aspect_ratio, pad_to_aspect_ratio)
+        image_size = _checks.image_size(image_size)
+        started = time.perf_counter()
+        found = _read(annotations, _checks.one_of("format", format, FORMATS), directory,
+                      x_col, y_col, box_cols, boxes_col, keypoints_col, box_format,
+                      allow_outside, encoding, store)
+        if "augment" in common and common["augment"] is not None:
+            augment_mod.check_box_augment(common["augment"], found.keypoints is not None)
+        found, skipped = _existing(found, on_missing, store)
+        keep = listing.validation_subset(None, len(found.paths), validation_split, subset,
+                                         seed, files=found.paths)
+        if keep is not None:
+            found = found.subset(keep)
+        class_ids, names = _class_ids(found, class_names)
+        sizes = _sizes(found, store, decode_threads)
+        targets, dropped = _resized(found, class_ids, sizes, image_size, aspect)
+        if dropped:
+            shown = ", ".join(f"box {b} of {found.where[i]}" for i, b in dropped[:3])
+            warnings.warn(f"Dropped {len(dropped)} box(es) with no area left once the image "
+                          f"is resized (cut away by crop_to_aspect_ratio, or empty): "
+                          f"{shown}{' ...' if len(dropped) > 3 else ''}. "
+                          "`gen.dropped_boxes` lists them all.", stacklevel=2)
+        counts = [len(t.boxes) for t in targets]
+        if max_boxes is not None:
+            max_boxes = _checks.positive_int("max_boxes", max_boxes)
+            most = int(np.argmax(counts)) if counts else 0
+            if counts and counts[most] > max_boxes:
+                raise ValueError(f"`max_boxes` must hold every image's boxes. Received: "
+                                 f"max_boxes={max_boxes}, and {found.where[most]} has "
+                                 f"{counts[most]}. Pass max_boxes={counts[most]} or more.")
+        elif not ragged:
+            max_boxes = max(max(counts, default=0), 1)
+        keypoints = None if found.keypoints is None else max(
+            max((len(p) for p in found.keypoints if p is not None), default=0), 1)
+        self.annotations = found
+        self.bounding_box_format = bounding_box_format
+        self.box_format = box_format
+        self.max_boxes, self.ragged = (None if ragged else max_boxes), bool(ragged)
+        self.crop_to_aspect_ratio = bool(crop_to_aspect_ratio)
+        self.pad_to_aspect_ratio = bool(pad_to_aspect_ratio)
+        self.validation_split, self.subset = validation_split, subset
+        self.dropped_boxes = [(found.paths[i], b) for i, b in dropped]
+        self.directory = directory
+        workers = common.get("workers", 1)
+        processes = workers if common.get("use_multiprocessing") and isinstance(
+            workers, int) and workers > 0 else None
+        loader = loader_mod.ImageLoader(
+            found.paths, image_size, color_mode, interpolation, cache=cache,
+            on_error=on_error, decode_threads=decode_threads, verbose=verbose,
+            skipped=skipped, aspect=aspect, max_pixels=max_pixels, processes=processes,
+            decoder=decoder, store=store)
+        where = found.where
+        source = DetectionSource(
+            loader, targets, bounding_box_format=bounding_box_format,
+            max_boxes=self.max_boxes, max_keypoints=keypoints, class_names=names,
+            rescale=rescale, describe=lambda i: f"{found.paths[i]} ({where[i]})",
+            listing_s=time.perf_counter() - started)
+        super().__init__(source=source, label_mode="boxes", num_classes=len(names),
+                         seed=seed, **common)
+
+    @property
+    def boxes(self) -> list[np.ndarray]:
+        """Per image, its boxes on the loaded image (before augmentation), in
+        `bounding_box_format`."""
+        h, w = self.image_size
+        return [boxes_mod.from_xyxy(t.boxes, self.bounding_box_format, h, w)
+                for t in self.source.targets]
+
+    @property
+    def box_labels(self) -> list[np.ndarray]:
+        """Per image, the class id of each of its boxes."""
+        return [t.classes for t in self.source.targets]
+
+
+def _refuse(common: Mapping[str, Any]) -> None:
+    """What detection cannot take of the common arguments."""
+    if common.get("sampler") is not None:
+        raise ValueError(
+            "`sampler` balances one class per sample, but an image holds boxes of "
+            "several classes. Received: sampler="
+            f"{type(common['sampler']).__name__}. Leave it out (repeat rare images in the "
+            "annotations to oversample them).")
+    if common.get("batch_augment") is not None:
+        raise ValueError("`batch_augment` transforms batches of images without their "
+                         "boxes. Use `augment` (an albumentations Compose with "
+                         "bbox_params), which moves the boxes with each image.")
+    if common.get("label_mode", "boxes") != "boxes":
+        raise ValueError(f"DetectionGenerator's label_mode is 'boxes'. Received: "
+                         f"label_mode={common['label_mode']!r}.")
+
+
+def _read(annotations: Any, fmt: str, directory: Any, x_col: str, y_col: str,
+          box_cols: Sequence[str] | None, boxes_col: str | None, keypoints_col: str | None,
+          box_format: str, allow_outside: bool, encoding: str,
+          store: _remote.Store) -> annotations_mod.Annotations:
+    """The annotations, read in their format (found from `annotations` for "auto")."""
+    if fmt == "auto":
+        text = None if not isinstance(annotations, (str, os.PathLike)) else os.fspath(
+            annotations)
+        if text is not None and text.lower().endswith(".json"):
+            fmt = "coco"
+        elif text is not None and not _remote.is_url(text) and os.path.isdir(text):
+            fmt = "voc"
+        else:
+            fmt = "csv"
+    if fmt != "csv" and (box_cols is not None or boxes_col is not None or (
+            keypoints_col is not None)):
+        raise ValueError(f"`box_cols`, `boxes_col` and `keypoints_col` name CSV columns; "
+                         f"the annotations are {fmt.upper()}.")
+    if fmt == "coco":
+        return annotations_mod.read_coco(os.fspath(annotations), None if directory is None
+                                         else os.fspath(directory), store)
+    if fmt == "voc":
+        return annotations_mod.read_voc(os.fspath(annotations), None if directory is None
+                                        else os.fspath(directory))
+    table = listing.Table.read(annotations, encoding, store)
+    if box_cols is None and boxes_col is None:
+        box_cols = ["xmin", "ymin", "xmax", "ymax"]
+    return annotations_mod.read_csv(
+        table, x_col=x_col, y_col=y_col, box_cols=box_cols, boxes_col=boxes_col,
+        keypoints_col=keypoints_col, box_format=box_format, directory=directory,
+        allow_outside=allow_outside)
+
+
+def _existing(found: annotations_mod.Annotations, on_missing: str,
+              store: _remote.Store) -> tuple[annotations_mod.Annotations, list[str]]:
+    """The annotations of the images that exist; a missing one is an error naming it
+    and where it is annotated, or (on_missing="skip") dropped with a warning."""
+    there = listing.exists(found.paths, store)
+    missing = [i for i, ok in enumerate(there) if not ok]
+    if not missing:
+        return found, []
+    shown = ", ".join(f"{found.paths[i]} ({found.where[i]})" for i in missing[:5])
+    more = " ..." if len(missing) > 5 else ""
+    if on_missing == "raise":
+        raise FileNotFoundError(f"{len(missing)} annotated image file(s) do not exist: "
+                                f"{shown}{more}. Fix the paths (or `directory`), or pass "
+                                "on_missing='skip' to drop them.")
+    warnings.warn(f"Skipping {len(missing)} annotated image(s) whose file does not exist: "
+                  f"{shown}{more}. `gen.skipped` lists them all.", stacklevel=3)
+    gone = set(missing)
+    keep = [i for i in range(len(found.paths)) if i not in gone]
+    if not keep:
+        raise ValueError("No annotated image file exists.")
+    return found.subset(keep), [found.paths[i] for i in missing]
+
+
+def _class_ids(found: annotations_mod.Annotations,
+               class_names: Sequence[str] | None) -> tuple[list[np.ndarray], list[str]]:
+    """(per image, its boxes' class ids; the class names in id order)."""
+    flat = [label for labels in found.labels for label in labels]
+    owners = [(i, b) for i, labels in enumerate(found.labels) for b in range(len(labels))]
+    if class_names is None:
+        class_names = found.class_names
+    if not flat:
+        if class_names is None:
+            raise ValueError("The annotations hold no box, so the classes are unknown. "
+                             "Pass `class_names`.")
+        return [np.zeros(0, np.int32) for _ in found.labels], list(class_names)
+
+    def describe(k: int) -> str:
+        image, box = owners[k]
+        return f"box {box} of {found.where[image]}"
+
+    targets = labels_mod.encode_class_labels(np.array(flat, dtype=object) if isinstance(
+        flat[0], str) else np.array(flat), "int", class_names, None, describe)
+    ids = targets.class_ids.astype(np.int32)
+    bounds = np.cumsum([0] + [len(labels) for labels in found.labels])
+    names = targets.class_names if targets.class_names is not None else [
+        str(k) for k in range(targets.num_classes)]
+    return [ids[a:b] for a, b in zip(bounds[:-1], bounds[1:])], list(names)
+
+
+def _sizes(found: annotations_mod.Annotations, store: _remote.Store,
+           threads: int | None) -> list[tuple[int, int]]:
+    """Each image's (height, width) as the loader decodes it: read from the file's
+    header (a local file always: a size the annotations give must agree), else the
+    annotations' size (a URL's, not fetched twice)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    def read(path: str) -> np.ndarray:
+        return store.read(path, "image file")
+
+    def size(i: int) -> tuple[int, int]:
+        path, given = found.paths[i], found.sizes[i]
+        if given is not None and _remote.is_url(path):
+            return given
+        try:
+            real = annotations_mod.image_size_of(path, read)
+        except (OSError, ValueError):
+            if given is not None:
+                return given  # a bad file: on_error decides when it is loaded
+            raise
+        if given is not None and tuple(given) != tuple(real):
+            raise ValueError(
+                f"{path} is {real[0]}x{real[1]} (height x width) as decoded, but "
+                f"{found.where[i]} says {given[0]}x{given[1]}. Its boxes would land in the "
+                "wrong place. Fix the annotation's size (an EXIF orientation that turns "
+                "the image swaps the two).")
+        return real
+
+    with ThreadPoolExecutor(threads or min(8, (os.cpu_count() or 1) * 2)) as pool:
+        return list(pool.map(size, range(len(found.paths))))
+
+
+def _resized(found: annotations_mod.Annotations, class_ids: list[np.ndarray],
+             sizes: list[tuple[int, int]], image_size: tuple[int, int],
+             aspect: str | None) -> tuple[list[boxes_mod.ImageBoxes], list[tuple[int, int]]]:
+    """(per image, its ImageBoxes on the loaded image; the (image, box) pairs dropped:
+    no area left once resized)."""
+    targets, dropped = [], []
+    for i, size in enumerate(sizes):
+        boxes = found.boxes[i]
+        if found.relative:
+            boxes = boxes * np.array([size[1], size[0], size[1], size[0]], np.float32)
+        moved, kept = boxes_mod.resized_boxes(boxes, size, image_size, aspect)
+        dropped.extend((i, int(b)) for b in np.setdiff1d(np.arange(len(boxes)), kept))
+        points = None
+        if found.keypoints is not None:
+            raw = found.keypoints[i]
+            points = np.zeros((0, 2), np.float32) if raw is None else (
+                boxes_mod.resized_points(raw, size, image_size, aspect))
+        targets.append(boxes_mod.ImageBoxes(moved, class_ids[i][kept], points))
+    return targets, dropped
