@@ -112,7 +112,11 @@ def read_coco(path: str, image_dir: str | None = None, store: Any = None) -> Ann
     remote_root = _remote.is_url(os.fspath(root))
     join = (lambda a, b: f"{a.rstrip('/')}/{b}") if remote_root else os.path.join
     order: dict[Any, int] = {}
-    paths, sizes, boxes, labels, places = [], [], [], [], []
+    paths: list[str] = []
+    sizes: list[tuple[int, int] | None] = []
+    boxes: list[list[np.ndarray]] = []
+    labels: list[list[Any]] = []
+    places: list[str] = []
     for image in data["images"]:
         if image.get("id") in order:
             raise ValueError(f"{where} lists image id {image.get('id')!r} twice.")
@@ -171,8 +175,10 @@ def read_voc(folder: str, image_dir: str | None = None) -> Annotations:
             raise ValueError(f"VOC file {xml_path} has no <filename>.")
         size = root.find("size")
         hw = None
-        if size is not None and size.findtext("height") and size.findtext("width"):
-            hw = (int(float(size.findtext("height"))), int(float(size.findtext("width"))))
+        height = None if size is None else size.findtext("height")
+        width = None if size is None else size.findtext("width")
+        if height and width:
+            hw = (int(float(height)), int(float(width)))
             hw = hw if hw[0] > 0 and hw[1] > 0 else None  # VOC writes 0 when unknown
         rows, names = [], []
         for k, obj in enumerate(root.findall("object")):
@@ -181,11 +187,12 @@ def read_voc(folder: str, image_dir: str | None = None) -> Annotations:
             if box is None or not obj.findtext("name"):
                 raise ValueError(f"{at} needs a <name> and a <bndbox>.")
             try:
-                values = [float(box.findtext(t)) for t in ("xmin", "ymin", "xmax", "ymax")]
+                values = [float(box.findtext(t) or "") for t in ("xmin", "ymin", "xmax",
+                                                                 "ymax")]
             except (TypeError, ValueError):
                 raise ValueError(f"{at}: <bndbox> needs numbers xmin, ymin, xmax, ymax.") from None
             rows.append(_box(values, "xyxy", hw, at))
-            names.append(obj.findtext("name").strip())
+            names.append((obj.findtext("name") or "").strip())
         paths.append(os.path.join(image_dir, filename))
         sizes.append(hw)
         boxes.append(_stack(rows))
@@ -236,7 +243,11 @@ def read_csv(table: listing.Table, *, x_col: str, y_col: str,
     resolved = listing.resolve_paths(table.columns[x_col], table, directory, allow_outside,
                                      table.describe)
     order: dict[str, int] = {}
-    paths, boxes, labels, points, places = [], [], [], [], []
+    paths: list[str] = []
+    boxes: list[list[np.ndarray]] = []
+    labels: list[list[Any]] = []
+    points: list[Any] = []  # an array per image once its rows are read
+    places: list[str] = []
     relative = box_format.startswith("rel_")
     for i, path in enumerate(resolved):
         at = table.describe(i)
@@ -258,6 +269,7 @@ def read_csv(table: listing.Table, *, x_col: str, y_col: str,
                 boxes[k].append(_box(cells, box_format, size, at))
                 labels[k].append(_label(label, y_col, at))
         else:
+            assert boxes_col is not None
             row_boxes = _cell_json(table.columns[boxes_col][i], boxes_col, at)
             row_labels = _cell_json(table.columns[y_col][i], y_col, at)
             if len(row_boxes) != len(row_labels):

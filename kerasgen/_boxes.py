@@ -29,7 +29,8 @@ def check_format(name: str, value: str) -> str:
     return _checks.one_of(name, value, FORMATS)
 
 
-def to_xyxy(boxes: np.ndarray, fmt: str, height: float, width: float) -> np.ndarray:
+def to_xyxy(boxes: np.ndarray, fmt: str, height: float, width: float,
+            dtype: str = "float32") -> np.ndarray:
     """(n, 4) boxes of format `fmt` on an image of (height, width) -> pixel xyxy."""
     b = np.asarray(boxes, np.float64).reshape(-1, 4)
     relative = fmt.startswith("rel_")
@@ -45,10 +46,11 @@ def to_xyxy(boxes: np.ndarray, fmt: str, height: float, width: float) -> np.ndar
         b = np.concatenate([b[:, :2] - half, b[:, :2] + half], axis=1)
     if relative:
         b = b * np.array([width, height, width, height])
-    return b.astype(np.float32)
+    return b.astype(dtype)
 
 
-def from_xyxy(boxes: np.ndarray, fmt: str, height: float, width: float) -> np.ndarray:
+def from_xyxy(boxes: np.ndarray, fmt: str, height: float, width: float,
+              dtype: str = "float32") -> np.ndarray:
     """(n, 4) pixel xyxy boxes on an image of (height, width) -> format `fmt`."""
     b = np.asarray(boxes, np.float64).reshape(-1, 4)
     relative = fmt.startswith("rel_")
@@ -63,7 +65,7 @@ def from_xyxy(boxes: np.ndarray, fmt: str, height: float, width: float) -> np.nd
         b = np.concatenate([(b[:, :2] + b[:, 2:]) / 2, b[:, 2:] - b[:, :2]], axis=1)
         if base == "center_yxhw":
             b = b[:, [1, 0, 3, 2]]
-    return b.astype(np.float32)
+    return b.astype(dtype)
 
 
 def resize_geometry(size: tuple[int, int], image_size: tuple[int, int],
@@ -95,7 +97,7 @@ def resized_boxes(boxes: np.ndarray, size: tuple[int, int], image_size: tuple[in
     b = np.asarray(boxes, np.float64).reshape(-1, 4) * np.tile(scale, 2) + np.tile(offset, 2)
     b = np.clip(b, [left, top, left, top], [left + w, top + h, left + w, top + h])
     kept = (b[:, 2] > b[:, 0]) & (b[:, 3] > b[:, 1])
-    return b[kept].astype(np.float32), np.flatnonzero(kept)
+    return b[kept], np.flatnonzero(kept)
 
 
 def resized_points(points: np.ndarray, size: tuple[int, int], image_size: tuple[int, int],
@@ -118,16 +120,17 @@ def pad(rows: Sequence[np.ndarray], length: int, width: int | None,
 
 
 class ImageBoxes:
-    """The detection targets of one loaded image: `boxes` (n, 4) pixel xyxy float32 on
-    the loaded (resized) image, `classes` (n,) int32 class ids, `keypoints` (k, 2)
-    pixel (x, y) float32 with NaN where a point is not annotated (or dropped), or None
-    without keypoints."""
+    """The detection targets of one loaded image: `boxes` (n, 4) pixel xyxy float64 on
+    the loaded (resized) image (float64: albumentations' boxes, converted to the
+    batch's format, round to float32 as albumentations' own do), `classes` (n,) int32
+    class ids, `keypoints` (k, 2) pixel (x, y) float32 with NaN where a point is not
+    annotated (or dropped), or None without keypoints."""
 
     __slots__ = ("boxes", "classes", "keypoints")
 
     def __init__(self, boxes: np.ndarray, classes: np.ndarray,
                  keypoints: np.ndarray | None = None) -> None:
-        self.boxes = np.asarray(boxes, np.float32).reshape(-1, 4)
+        self.boxes = np.asarray(boxes, np.float64).reshape(-1, 4)
         self.classes = np.asarray(classes, np.int32).reshape(-1)
         self.keypoints = None if keypoints is None else np.asarray(
             keypoints, np.float32).reshape(-1, 2)

@@ -166,8 +166,9 @@ def _with_boxes(transform: Any, image: np.ndarray, targets: ImageBoxes) -> Any:
     height, width = image.shape[:2]
     fmt = boxes_mod.ALBUMENTATIONS[params.format]
     n = len(targets.boxes)
-    rows = np.concatenate([boxes_mod.from_xyxy(targets.boxes, fmt, height, width),
-                           np.arange(n, dtype=np.float32)[:, None]], axis=1)
+    rows = np.concatenate([boxes_mod.from_xyxy(targets.boxes, fmt, height, width,
+                                               "float64"),
+                           np.arange(n, dtype=np.float64)[:, None]], axis=1)
     data: dict[str, Any] = {"image": image, "bboxes": rows}
     for field in params.label_fields or ():
         data[field] = targets.classes
@@ -184,13 +185,13 @@ def _with_boxes(transform: Any, image: np.ndarray, targets: ImageBoxes) -> Any:
     height, width = new.shape[:2]
     kept = np.asarray(out["bboxes"], np.float64).reshape(-1, rows.shape[1])
     order = kept[:, -1].astype(np.int64)
-    boxes = boxes_mod.to_xyxy(kept[:, :4], fmt, height, width)
+    boxes = boxes_mod.to_xyxy(kept[:, :4], fmt, height, width, "float64")
     moved = None
     if points is not None:
         moved = np.full(points.shape, np.nan, np.float32)
         found = np.asarray(out["keypoints"], np.float64).reshape(-1, 3)
-        xy = found[:, :2] if kparams.format == "xy" else found[:, 1::-1]
-        moved[found[:, 2].astype(np.int64)] = xy
+        moved[found[:, 2].astype(np.int64)] = (found[:, :2] if kparams.format == "xy"
+                                               else found[:, 1::-1])
     return new, boxes_mod.ImageBoxes(boxes, targets.classes[order], moved)
 
 

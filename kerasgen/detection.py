@@ -117,7 +117,7 @@ class DetectionGenerator(_ImageFileGenerator):
         boxes_mod.check_format("bounding_box_format", bounding_box_format)
         _checks.one_of("on_missing", on_missing, ("raise", "skip"))
         aspect = images.aspect_mode(crop_to_aspect_ratio, pad_to_aspect_ratio)
-        image_size = _checks.image_size(image_size)
+        size: tuple[int, int] = _checks.image_size(image_size)
         started = time.perf_counter()
         found = _read(annotations, _checks.one_of("format", format, FORMATS), directory,
                       x_col, y_col, box_cols, boxes_col, keypoints_col, box_format,
@@ -131,7 +131,7 @@ class DetectionGenerator(_ImageFileGenerator):
             found = found.subset(keep)
         class_ids, names = _class_ids(found, class_names)
         sizes = _sizes(found, store, decode_threads)
-        targets, dropped = _resized(found, class_ids, sizes, image_size, aspect)
+        targets, dropped = _resized(found, class_ids, sizes, size, aspect)
         if dropped:
             shown = ", ".join(f"box {b} of {found.where[i]}" for i, b in dropped[:3])
             warnings.warn(f"Dropped {len(dropped)} box(es) with no area left once the image "
@@ -163,15 +163,14 @@ class DetectionGenerator(_ImageFileGenerator):
         processes = workers if common.get("use_multiprocessing") and isinstance(
             workers, int) and workers > 0 else None
         loader = loader_mod.ImageLoader(
-            found.paths, image_size, color_mode, interpolation, cache=cache,
+            found.paths, size, color_mode, interpolation, cache=cache,
             on_error=on_error, decode_threads=decode_threads, verbose=verbose,
             skipped=skipped, aspect=aspect, max_pixels=max_pixels, processes=processes,
             decoder=decoder, store=store)
-        where = found.where
         source = DetectionSource(
             loader, targets, bounding_box_format=bounding_box_format,
             max_boxes=self.max_boxes, max_keypoints=keypoints, class_names=names,
-            rescale=rescale, describe=lambda i: f"{found.paths[i]} ({where[i]})",
+            rescale=rescale, describe=_Annotated(found.paths, found.where),
             listing_s=time.perf_counter() - started)
         super().__init__(source=source, label_mode="boxes", num_classes=len(names),
                          seed=seed, **common)
@@ -188,6 +187,16 @@ class DetectionGenerator(_ImageFileGenerator):
     def box_labels(self) -> list[np.ndarray]:
         """Per image, the class id of each of its boxes."""
         return [t.classes for t in self.source.targets]
+
+
+class _Annotated:
+    """Names image i in errors: its path and where it is annotated (picklable)."""
+
+    def __init__(self, paths: list[str], where: list[str]) -> None:
+        self.paths, self.where = paths, where
+
+    def __call__(self, index: int) -> str:
+        return f"{self.paths[index]} ({self.where[index]})"
 
 
 def _refuse(common: Mapping[str, Any]) -> None:
@@ -326,7 +335,8 @@ def _resized(found: annotations_mod.Annotations, class_ids: list[np.ndarray],
              aspect: str | None) -> tuple[list[boxes_mod.ImageBoxes], list[tuple[int, int]]]:
     """(per image, its ImageBoxes on the loaded image; the (image, box) pairs dropped:
     no area left once resized)."""
-    targets, dropped = [], []
+    targets: list[boxes_mod.ImageBoxes] = []
+    dropped: list[tuple[int, int]] = []
     for i, size in enumerate(sizes):
         boxes = found.boxes[i]
         if found.relative:
