@@ -132,6 +132,7 @@ CHECKED_PAGES = [
     "docs/remote.md",
     "docs/migrating.md",
     "docs/observability.md",
+    "docs/targets.md",
     "docs/performance.md",  # its tune_malloc() answer is True on Linux with glibc (CI's)
 ]
 # Pages with runnable blocks and no checked print, with the reason.
