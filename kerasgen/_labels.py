@@ -9,7 +9,7 @@ import numpy as np
 from kerasgen import _checks
 
 LABEL_MODES = ("int", "categorical", "binary", "multi_label", "raw", "mask", "input", "boxes",
-               None)
+               "image", None)
 MASK_FORMATS = ("ids", "one_hot")
 CLASS_MODES = ("int", "categorical", "binary")
 
@@ -70,10 +70,12 @@ class Targets:
             return loaded
         if self.label_mode == "input":
             return None  # the input itself, once augmented: BatchMaker makes it
-        if self.label_mode == "boxes":  # the source packed them (kg.DetectionGenerator)
+        if self.label_mode in ("boxes", "image"):  # the source loaded them
             if loaded is None:
-                raise ValueError(f"label_mode='boxes' needs boxes, but {owner} loaded "
-                                 "none: use kg.DetectionGenerator.")
+                what, use = (("boxes", "kg.DetectionGenerator") if self.label_mode == "boxes"
+                             else ("target images", "target_dir="))
+                raise ValueError(f"label_mode={self.label_mode!r} needs {what}, but {owner} "
+                                 f"loaded none: use {use}.")
             return loaded
         if loaded is not None:
             raise ValueError(
@@ -473,12 +475,16 @@ def generator_targets(num_samples, labels, label_mode, class_names=None, num_cla
             "label_mode='boxes' takes each image's boxes and their classes from its "
             "annotations (kg.DetectionGenerator), so it takes no labels. Received: labels "
             "for label_mode='boxes'.")
+    if label_mode == "image" and labels is not None:
+        raise ValueError(
+            "label_mode='image' makes each sample's target its paired image (target_dir=), "
+            "so it takes no labels. Received: labels for label_mode='image'.")
     if label_mode == "input" and labels is not None:
         raise ValueError(
             "label_mode='input' makes each sample's target its own (augmented) input, so "
             "it takes no labels. Received: labels for label_mode='input'. Leave the "
             "labels out, or use another label_mode.")
-    if labels is None and label_mode not in (None, "raw", "mask", "input", "boxes"):
+    if labels is None and label_mode not in (None, "raw", "mask", "input", "boxes", "image"):
         raise ValueError(
             f"label_mode={label_mode!r} needs labels, but none were given. Pass "
             "`labels` (one per sample) or use label_mode=None."
@@ -489,8 +495,8 @@ def generator_targets(num_samples, labels, label_mode, class_names=None, num_cla
             f"Received: {_length(labels)} labels."
         )
     targets = encode(labels, label_mode, class_names, num_classes, describe=describe)
-    if label_mode in ("input", "boxes"):
-        targets.label_mode = label_mode  # y is x (BatchMaker), or the source's boxes
+    if label_mode in ("input", "boxes", "image"):
+        targets.label_mode = label_mode  # y is x (BatchMaker), or what the source loaded
     if label_mode == "mask":
         targets.mask_format = mask_format
     if sample_weight is not None and label_mode is None:

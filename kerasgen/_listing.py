@@ -302,22 +302,23 @@ def _remote_folder(store, directory, class_names, classes_required, flat):
     return Listing(paths, np.asarray(class_ids, dtype="int64"), class_names, [])
 
 
-def paired_masks(paths, directory, mask_dir, store=None):
-    """The mask of each image: the same relative path under `mask_dir`, any image
-    extension (the image's own first). Refuses images without a mask, naming them. A URL
-    `mask_dir` is listed once through `store`."""
+def paired_masks(paths, directory, mask_dir, store=None, what="mask", argument="mask_dir"):
+    """The mask (`what`) of each image: the same relative path under `mask_dir`, any
+    image extension (the image's own first). Refuses images without one, naming them. A
+    URL `mask_dir` is listed once through `store`. `argument` names mask_dir in errors
+    (target_dir: paired target images)."""
     mask_dir = _remote.local(os.fspath(mask_dir))
     store = store or _remote.Store()
     if _remote.is_url(mask_dir):
         listed = {rel: url for rel, url in store.find(
-            mask_dir.rstrip("/"), "mask folder")}
+            mask_dir.rstrip("/"), f"{what} folder")}
 
         def exists(rel):
             return listed.get(rel)
     else:
         if not os.path.isdir(mask_dir):
-            raise FileNotFoundError(f"`mask_dir` must be an existing folder. Received: "
-                                    f"mask_dir={mask_dir!r} (not found).")
+            raise FileNotFoundError(f"`{argument}` must be an existing folder. Received: "
+                                    f"{argument}={mask_dir!r} (not found).")
 
         def exists(rel):
             mask = os.path.join(mask_dir, rel)
@@ -335,7 +336,7 @@ def paired_masks(paths, directory, mask_dir, store=None):
             missing.append(path)
     if missing:
         raise FileNotFoundError(
-            f"{len(missing)} image{' has' if len(missing) == 1 else 's have'} no mask in "
+            f"{len(missing)} image{' has' if len(missing) == 1 else 's have'} no {what} in "
             f"{mask_dir} (same relative path, any "
             f"image extension): {', '.join(missing[:5])}{' ...' if len(missing) > 5 else ''}."
         )

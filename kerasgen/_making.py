@@ -22,6 +22,7 @@ from kerasgen import _batching as batching
 from kerasgen import _seeding as seeding
 from kerasgen import augment as augment_mod
 from kerasgen._boxes import ImageBoxes
+from kerasgen._paired import TargetImage
 
 if TYPE_CHECKING:
     from kerasgen._labels import Targets
@@ -133,7 +134,8 @@ class BatchMaker:
         self.foresight = foresight  # tell hooks.foresee the samples of coming batches
         self.timings = timings
         self.sample_augment = None if augment is None else augment_mod.SampleAugment(
-            augment, with_masks=label_mode == "mask", with_boxes=label_mode == "boxes")
+            augment, with_masks=label_mode == "mask", with_boxes=label_mode == "boxes",
+            with_targets=label_mode == "image")
         # the batches' dtype and rescale, which augmented samples must fit (read from
         # the generator at each batch), and the shapes of the first augmented sample,
         # which every later one must have
@@ -150,6 +152,14 @@ class BatchMaker:
                 f"{mixing[0]} in `batch_augment` mixes labels, so it needs float targets: "
                 f"label_mode='categorical' (or 'multi_label'). Received: "
                 f"label_mode={label_mode!r}.")
+        if self.batch_augment is not None and self.batch_augment.uses_keras and (
+                label_mode == "image"):
+            raise ValueError(
+                "Keras layers in `batch_augment` would take the target images for "
+                "segmentation masks (moved with nearest-neighbour interpolation, no colour "
+                "change). Use `augment` for what both images share, and a callable "
+                "fn(x, y, rng) -> (x, y) in batch_augment for what the inputs alone get "
+                "(noise, blur).")
         if self.batch_augment is not None and self.batch_augment.uses_keras and (
                 use_multiprocessing):
             raise ValueError(
@@ -220,6 +230,15 @@ class BatchMaker:
             out, mask = self.sample_augment(x, rng, targets=mask)
             self._check_output(out, None, position)
             return out, mask
+        if isinstance(mask, TargetImage):
+            pair = self.sample_augment(x, rng, target=mask.image)
+            if not (isinstance(pair, tuple) and len(pair) == 2):
+                raise _UnnamedTypeError(
+                    "`augment` must return (image, target) for image targets (it is "
+                    "called as fn(image, rng, target=target)). Received: "
+                    f"{type(pair).__name__} {_short(pair)} for {_SAMPLE}.", position)
+            self._check_output(pair[0], pair[1], position)
+            return pair[0], TargetImage(np.asarray(pair[1]))
         if mask is None:
             out, mask = self.sample_augment(x, rng), None
         else:

@@ -29,7 +29,7 @@ Interpolation = Literal["bilinear", "area", "bicubic", "nearest", "lanczos", "la
 
 # kerasgen._labels.LABEL_MODES, less None (written `LabelMode | None` where it is taken)
 LabelMode = Literal["int", "categorical", "binary", "multi_label", "raw", "mask", "input",
-                    "boxes"]
+                    "boxes", "image"]
 
 # kerasgen._batching.DTYPES, less None (None keeps the samples' own dtype)
 DType = Literal["float32", "float16", "uint8"]

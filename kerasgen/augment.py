@@ -79,7 +79,7 @@ class SampleAugment:
     """
 
     def __init__(self, augment: Augment, *, with_masks: bool = False,
-                 with_boxes: bool = False) -> None:
+                 with_boxes: bool = False, with_targets: bool = False) -> None:
         if not callable(augment):
             _checks.fail("augment", "None, an albumentations transform or a callable "
                          "fn(image, rng) -> image", augment, TypeError)
@@ -88,7 +88,7 @@ class SampleAugment:
         if with_boxes:
             check_box_augment(augment, keypoints=False)
         elif not self.albumentations:
-            _check_signature(augment, with_masks)
+            _check_signature(augment, with_masks, with_targets)
         self._local = threading.local()
 
     def _transform(self):
@@ -98,10 +98,14 @@ class SampleAugment:
         return transform
 
     def __call__(self, image: np.ndarray, rng: np.random.Generator,
-                 mask: np.ndarray | None = None, targets: ImageBoxes | None = None) -> Any:
+                 mask: np.ndarray | None = None, targets: ImageBoxes | None = None,
+                 target: np.ndarray | None = None) -> Any:
         """The augmented image; (image, mask) when `mask` is given; (image, its
-        ImageBoxes) when `targets` (boxes, keypoints) are."""
+        ImageBoxes) when `targets` (boxes, keypoints) are; (image, target image) when
+        `target` is (the same draws: albumentations' additional target "image")."""
         if not self.albumentations:
+            if target is not None:
+                return self.augment(image, rng, target=target)
             if mask is None:
                 return self.augment(image, rng)
             return self.augment(image, rng, mask=mask)
@@ -109,6 +113,11 @@ class SampleAugment:
         transform.set_random_state(rng, random.Random(int(rng.integers(2**63))))
         if targets is not None:
             return _with_boxes(transform, image, targets)
+        if target is not None:
+            if TARGET_IMAGE not in getattr(transform, "additional_targets", {}):
+                transform.add_targets({TARGET_IMAGE: "image"})
+            out = transform(image=image, **{TARGET_IMAGE: target})
+            return out["image"], out[TARGET_IMAGE]
         if mask is None:
             return transform(image=image)["image"]
         out = transform(image=image, mask=mask)
@@ -129,6 +138,7 @@ def _params(transform: Any, kind: str) -> Any:
 
 
 KEYPOINT_FORMATS = ("xy", "yx")  # the keypoint formats of albumentations taken here
+TARGET_IMAGE = "kerasgen_target_image"  # the name a target image is passed under
 
 
 def check_box_augment(augment: Any, keypoints: bool) -> None:
@@ -195,19 +205,21 @@ def _with_boxes(transform: Any, image: np.ndarray, targets: ImageBoxes) -> Any:
     return new, boxes_mod.ImageBoxes(boxes, targets.classes[order], moved)
 
 
-def _check_signature(augment: Any, with_masks: bool) -> None:
+def _check_signature(augment: Any, with_masks: bool, with_targets: bool = False) -> None:
     """Refuses a callable that cannot be called as augmentation calls it: fn(image, rng)
-    (fn(image, rng, mask=mask) with masks). One whose signature Python cannot read (some
-    builtins and extension types) is taken on trust."""
+    (fn(image, rng, mask=mask) with masks, fn(image, rng, target=target) with target
+    images). One whose signature Python cannot read (some builtins and extension types)
+    is taken on trust."""
     try:
         signature = inspect.signature(augment)
     except (TypeError, ValueError):
         return
-    call = "fn(image, rng, mask=mask) -> (image, mask)" if with_masks else (
-        "fn(image, rng) -> image")
+    keyword = "target" if with_targets else "mask" if with_masks else None
+    call = (f"fn(image, rng, {keyword}={keyword}) -> (image, {keyword})" if keyword
+            else "fn(image, rng) -> image")
     try:
-        if with_masks:
-            signature.bind(None, None, mask=None)
+        if keyword:
+            signature.bind(None, None, **{keyword: None})
         else:
             signature.bind(None, None)
     except TypeError as error:

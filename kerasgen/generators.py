@@ -24,6 +24,7 @@ from kerasgen import loader as loader_mod
 from kerasgen._typing import (Arrays, Cache, ColorMode, Decoder, FolderLabels,
                               ImageSize, Interpolation, LabelMode, OnError, StrPath, Subset)
 from kerasgen._image_source import ImageSource
+from kerasgen._paired import PairedSource
 from kerasgen._iterator_names import IteratorNames
 from kerasgen._remote_cache import RemoteCache
 from kerasgen.base import Generator
@@ -265,6 +266,58 @@ def image_source(paths: list[str], labels: Any, class_names: Any, common: dict[s
                        describe=describe, files_found=files_found, listing_s=listing_s)
 
 
+def _processes(common: dict[str, Any]) -> int | None:
+    """The worker processes `common` asks for (None: none)."""
+    workers = common.get("workers", 1)  # Generator checks it; Keras reads 0 as no process
+    if common.get("use_multiprocessing") and isinstance(workers, int) and workers > 0:
+        return workers
+    return None
+
+
+def _check_pairing(target_dir: Any, target_size: Any, target_color_mode: Any,
+                   label_mode: Any, image_size: Any, color_mode: Any,
+                   common: dict[str, Any], argument: str = "target_dir",
+                   ) -> tuple[tuple[int, int], str]:
+    """(target size, target colour mode) of paired target images, checked: target_dir
+    and label_mode="image" go together; an albumentations augment transforms images of
+    one size."""
+    if (target_dir is None) != (label_mode != "image"):
+        raise ValueError(f"`{argument}` and label_mode='image' go together. Received: "
+                         f"{argument}={target_dir!r}, label_mode={label_mode!r}.")
+    if target_dir is None and (target_size is not None or target_color_mode is not None):
+        raise ValueError("`target_size` and `target_color_mode` are the target images' "
+                         f"({argument}=...), which were not given.")
+    size = _checks.image_size(image_size if target_size is None else target_size,
+                              "target_size")
+    mode = images.check_color_mode(color_mode if target_color_mode is None
+                                   else target_color_mode)
+    augment = common.get("augment")
+    if target_dir is not None and type(augment).__module__.split(".")[0] == (
+            "albumentations") and size != _checks.image_size(image_size):
+        raise ValueError(
+            f"An albumentations `augment` transforms the input and its target image "
+            f"together, so they must be one size. Received: image_size="
+            f"{tuple(_checks.image_size(image_size))}, target_size={tuple(size)}. Load both "
+            "at one size (resize the inputs in the model), or augment with a callable "
+            "fn(image, rng, target=target) -> (image, target).")
+    return size, mode
+
+
+def paired_source(paths: list[str], targets: list[str], common: dict[str, Any],
+                  pairing: tuple[tuple[int, int], str], *, rescale: float | None,
+                  files_found: int | None, listing_s: float, describe: Any = None,
+                  **loading: Any) -> PairedSource:
+    """The PairedSource of images `paths` and their target images `targets`: two
+    ImageLoaders made from `loading`, the targets' at `pairing`'s size and colour mode."""
+    processes = _processes(common)
+    loader = loader_mod.ImageLoader(paths, processes=processes, **loading)
+    size, mode = pairing
+    target_loader = loader_mod.ImageLoader(targets, processes=processes, **dict(
+        loading, image_size=size, color_mode=mode, mask_paths=None))
+    return PairedSource(loader, target_loader, rescale=rescale, describe=describe,
+                        files_found=files_found, listing_s=listing_s)
+
+
 class ImageFolderGenerator(_ImageFileGenerator, IteratorNames):
     """Images in a folder with one subfolder per class (searched recursively).
 
@@ -283,7 +336,8 @@ class ImageFolderGenerator(_ImageFileGenerator, IteratorNames):
             values (floats, or rows of numbers: regression targets, given as float32,
             as Keras passes them on; label_mode "int" or "raw", then "raw").
         label_mode: "int" (default, as Keras), "categorical", "binary", "raw" (class
-            ids), "mask" (with `mask_dir`), "input" (an autoencoder: each image, once
+            ids), "mask" (with `mask_dir`), "image" (with `target_dir`), "input" (an
+            autoencoder: each image, once
             augmented, is its own target; every image under `directory` is read, as
             with labels=None) or None. With labels="inferred" and
             label_mode=None the class subfolders are still listed (and `class_names`
@@ -314,6 +368,17 @@ class ImageFolderGenerator(_ImageFileGenerator, IteratorNames):
             Masks load single-channel, resize with nearest neighbour, and get exactly the
             geometric transform of their image; y is (n, h, w) class ids, or one-hot with
             mask_format="one_hot".
+        target_dir: image-to-image (with label_mode="image"): a folder of target images
+            mirroring `directory`, matched by name as `mask_dir` is (denoising,
+            super-resolution, colourisation). y is the target images, converted and
+            rescaled as x is. `augment` transforms both with the same draws: every
+            transform of an albumentations pipeline applies to the target too (it is an
+            additional target of type "image"); what only the inputs get (noise, blur)
+            goes in a callable `batch_augment=fn(x, y, rng) -> (x, y)`. A callable
+            augment is called as fn(image, rng, target=target) -> (image, target).
+        target_size, target_color_mode: the targets' (height, width) and colour mode
+            (default: image_size and color_mode). An albumentations `augment` needs
+            target_size equal to image_size (it transforms images of one size).
         cache: decoded, resized uint8 samples kept for later epochs (augmentation runs
             after the cache). "auto" (default): in RAM, as many samples as fit in 1 GiB
             (or a tenth of the machine's memory, if less), shared memory with worker
@@ -354,8 +419,8 @@ class ImageFolderGenerator(_ImageFileGenerator, IteratorNames):
 
     def __init__(self, directory: StrPath, *,
                  labels: FolderLabels = "inferred",
-                 label_mode: Literal["int", "categorical", "binary", "raw", "mask"]
-                 | None = "int",
+                 label_mode: Literal["int", "categorical", "binary", "raw", "mask", "input",
+                                     "image"] | None = "int",
                  class_names: Sequence[str] | None = None, color_mode: ColorMode = "rgb",
                  image_size: ImageSize = (256, 256), validation_split: float | None = None,
                  subset: Subset | None = None,
@@ -364,7 +429,9 @@ class ImageFolderGenerator(_ImageFileGenerator, IteratorNames):
                  rescale: float | None = None, cache: Cache = "auto",
                  on_error: OnError = "raise", decode_threads: int | None = None,
                  decoder: Decoder = "opencv",
-                 verbose: int = 1, mask_dir: StrPath | None = None, seed: int | None = None,
+                 verbose: int = 1, mask_dir: StrPath | None = None,
+                 target_dir: StrPath | None = None, target_size: ImageSize | None = None,
+                 target_color_mode: ColorMode | None = None, seed: int | None = None,
                  max_pixels: int | None = images.MAX_PIXELS,
                  storage_options: Mapping[str, Any] | None = None,
                  remote_cache: StrPath | RemoteCache | None = None, **common: Any) -> None:
@@ -384,7 +451,12 @@ class ImageFolderGenerator(_ImageFileGenerator, IteratorNames):
         if (mask_dir is None) != (label_mode != "mask"):
             raise ValueError("`mask_dir` and label_mode='mask' go together. Received: "
                              f"mask_dir={mask_dir!r}, label_mode={label_mode!r}.")
+        pairing = _check_pairing(target_dir, target_size, target_color_mode, label_mode,
+                                 image_size, color_mode, common)
         given = _given_labels(labels, class_names, mask_dir)
+        if target_dir is not None and given is not None:
+            raise ValueError("`target_dir` pairs each image with its target image; it takes "
+                             "no `labels` list.")
         if labels is None:
             label_mode = None  # as Keras: no labels, no label mode
         if label_mode == "input" and given is not None:
@@ -393,12 +465,16 @@ class ImageFolderGenerator(_ImageFileGenerator, IteratorNames):
         aspect = images.aspect_mode(crop_to_aspect_ratio, pad_to_aspect_ratio)
         values = None  # real-valued labels (a regression), float32
         listing_started = time.perf_counter()
-        if mask_dir is not None:  # segmentation: every image under directory, no classes
+        targets = None  # the target images of label_mode="image"
+        if mask_dir is not None or target_dir is not None:  # every image, no classes
             found = listing.list_image_folder(directory, classes_required=False, flat=True,
                                               follow_links=follow_links, on_error=on_error,
                                               store=store)
             paths, class_ids, names = found.paths, None, class_names
-            masks = listing.paired_masks(paths, directory, mask_dir, store)
+            masks = None if mask_dir is None else listing.paired_masks(
+                paths, directory, mask_dir, store)
+            targets = None if target_dir is None else listing.paired_masks(
+                paths, directory, target_dir, store, "target image", "target_dir")
         elif labels is None or given is not None or label_mode == "input":
             # Keras: every image, in its order (an autoencoder's too: its own target)
             found = listing.list_image_folder(directory, flat=True,
@@ -429,18 +505,26 @@ class ImageFolderGenerator(_ImageFileGenerator, IteratorNames):
             class_ids = None if class_ids is None else class_ids[keep]
             values = None if values is None else values[keep]
             masks = None if masks is None else [masks[i] for i in keep]
+            targets = None if targets is None else [targets[i] for i in keep]
         self.directory = os.fspath(directory)
+        self.target_dir = None if target_dir is None else os.fspath(target_dir)
         self.validation_split, self.subset = validation_split, subset
         self.crop_to_aspect_ratio = bool(crop_to_aspect_ratio)
         self.pad_to_aspect_ratio = bool(pad_to_aspect_ratio)
-        source = image_source(
-            paths, class_ids if values is None else values, names, common,
-            rescale=rescale, files_found=files_found,
-            listing_s=time.perf_counter() - listing_started, image_size=image_size,
-            color_mode=color_mode, interpolation=interpolation, cache=cache,
-            on_error=on_error, decode_threads=decode_threads, decoder=decoder,
-            verbose=verbose, skipped=found.skipped,
-            mask_paths=masks, aspect=aspect, max_pixels=max_pixels, store=store)
+        loading = dict(
+            image_size=image_size, color_mode=color_mode, interpolation=interpolation,
+            cache=cache, on_error=on_error, decode_threads=decode_threads, decoder=decoder,
+            verbose=verbose, skipped=found.skipped, mask_paths=masks, aspect=aspect,
+            max_pixels=max_pixels, store=store)
+        if targets is not None:
+            source: ImageSource = paired_source(
+                paths, targets, common, pairing, rescale=rescale, files_found=files_found,
+                listing_s=time.perf_counter() - listing_started, **loading)
+        else:
+            source = image_source(
+                paths, class_ids if values is None else values, names, common,
+                rescale=rescale, files_found=files_found,
+                listing_s=time.perf_counter() - listing_started, **loading)
         super().__init__(source=source, label_mode=label_mode, seed=seed, **common)
 
     @classmethod
@@ -590,8 +674,8 @@ class CSVGenerator(_ImageFileGenerator, IteratorNames):
             is opened (a file replaced by a link out of `directory` later is a bad file,
             see `on_error`); without `directory`, paths are taken as written.
         label_mode: "int" (default, as Keras), "categorical", "binary", "multi_label",
-            "raw", "mask", "input" (each image, augmented, its own target; no `y_col`)
-            or None.
+            "raw", "mask", "input" (each image, augmented, its own target; no `y_col`),
+            "image" (with `target_col`) or None.
         label_delimiter: separates several labels in one cell for "multi_label" ("a|b").
             Under a single-label mode a cell holding it is an error (a forgotten
             "multi_label"); None: no delimiter, one label per cell.
@@ -603,6 +687,9 @@ class CSVGenerator(_ImageFileGenerator, IteratorNames):
             or "skip" to drop those rows with a warning (`gen.skipped` lists them).
         mask_col: segmentation (with label_mode="mask"): the column of mask paths,
             resolved like `x_col`; see ImageFolderGenerator's `mask_dir`.
+        target_col, target_size, target_color_mode: image-to-image (with
+            label_mode="image"): the column of target image paths, resolved like `x_col`;
+            see ImageFolderGenerator's `target_dir`.
         image_size, color_mode, class_names, interpolation, rescale, cache, on_error,
             decode_threads, decoder, verbose, max_pixels, storage_options,
             remote_cache: as for ImageFolderGenerator.
@@ -619,8 +706,10 @@ class CSVGenerator(_ImageFileGenerator, IteratorNames):
                  cache: Cache = "auto", on_error: OnError = "raise",
                  decode_threads: int | None = None, decoder: Decoder = "opencv",
                  verbose: int = 1,
-                 mask_col: str | None = None, validation_split: float | None = None,
-                 subset: Subset | None = None,
+                 mask_col: str | None = None, target_col: str | None = None,
+                 target_size: ImageSize | None = None,
+                 target_color_mode: ColorMode | None = None,
+                 validation_split: float | None = None, subset: Subset | None = None,
                  seed: int | None = None, encoding: str = "utf-8",
                  num_classes: int | None = None, max_pixels: int | None = images.MAX_PIXELS,
                  storage_options: Mapping[str, Any] | None = None,
@@ -632,10 +721,13 @@ class CSVGenerator(_ImageFileGenerator, IteratorNames):
             raise ValueError("`mask_col` and label_mode='mask' go together. Received: "
                              f"mask_col={mask_col!r}, label_mode={label_mode!r}.")
         _checks.one_of("on_missing", on_missing, ("raise", "skip"))
+        pairing = _check_pairing(target_col, target_size, target_color_mode, label_mode,
+                                 image_size, color_mode, common, "target_col")
         listing_started = time.perf_counter()
         table = listing.Table.read(csv, encoding, store)
-        y_cols = _table_columns(table, x_col, y_col, mask_col, label_mode)
-        paths, masks, skipped = _listed_files(table, x_col, mask_col, directory,
+        paired_col = mask_col if target_col is None else target_col  # resolved alike
+        y_cols = _table_columns(table, x_col, y_col, paired_col, label_mode)
+        paths, masks, skipped = _listed_files(table, x_col, paired_col, directory,
                                               allow_outside, on_missing, store)
         labels, names = None, class_names
         if y_cols is not None:
@@ -655,15 +747,19 @@ class CSVGenerator(_ImageFileGenerator, IteratorNames):
         root = (os.path.realpath(directory) if directory is not None and not allow_outside
                 and not _remote.is_url(os.fspath(directory))
                 else None)  # checked again as each file is opened
-        source = image_source(
-            paths, labels, names, common, rescale=rescale,
-            describe=_ListedFile(paths, table),
-            listing_s=time.perf_counter() - listing_started, image_size=image_size,
-            color_mode=color_mode, interpolation=interpolation, cache=cache,
-            on_error=on_error, decode_threads=decode_threads, decoder=decoder,
-            verbose=verbose,
-            mask_paths=masks, skipped=skipped, max_pixels=max_pixels, root=root,
-            store=store)
+        loading = dict(
+            image_size=image_size, color_mode=color_mode, interpolation=interpolation,
+            cache=cache, on_error=on_error, decode_threads=decode_threads, decoder=decoder,
+            verbose=verbose, skipped=skipped, max_pixels=max_pixels, root=root, store=store)
+        listing_s = time.perf_counter() - listing_started
+        if target_col is not None:
+            source: ImageSource = paired_source(
+                paths, masks, common, pairing, rescale=rescale, files_found=None,
+                listing_s=listing_s, describe=_ListedFile(paths, table), **loading)
+        else:
+            source = image_source(paths, labels, names, common, rescale=rescale,
+                                  describe=_ListedFile(paths, table), listing_s=listing_s,
+                                  mask_paths=masks, **loading)
         super().__init__(source=source, label_mode=label_mode, num_classes=num_classes,
                          seed=seed, **common)
 
@@ -684,11 +780,12 @@ class _ListedFile:
 
 
 def _table_columns(table, x_col, y_col, mask_col, label_mode):
-    """The label columns (None without labels), each column named checked."""
+    """The label columns (None without labels), each column named checked; `mask_col`
+    is the column of masks or (label_mode="image") of target images."""
     table.column(x_col, "x_col")
     if mask_col is not None:
-        table.column(mask_col, "mask_col")
-    if label_mode in (None, "mask", "input"):
+        table.column(mask_col, "target_col" if label_mode == "image" else "mask_col")
+    if label_mode in (None, "mask", "input", "image"):
         return None
     y_cols = list(y_col) if isinstance(y_col, (list, tuple)) else [y_col]
     for name in y_cols:

@@ -243,7 +243,7 @@ def check_batches(source: Any, dtype: str | None, label_mode: str | None,
         if own is not None:
             own(dtype)
     if skips(source) and class_ids is None and label_mode not in (None, "mask", "input",
-                                                                  "boxes"):
+                                                                  "boxes", "image"):
         raise ValueError(
             "on_error='skip' replaces a bad image by another of its class, but with "
             f"label_mode={label_mode!r} samples have no single class, so the "
