@@ -274,7 +274,7 @@ def _processes(common: dict[str, Any]) -> int | None:
     return None
 
 
-def _check_pairing(target_dir: Any, target_size: Any, target_color_mode: Any,
+def _check_pairing(target_dir: Any, target_image_size: Any, target_color_mode: Any,
                    label_mode: Any, image_size: Any, color_mode: Any,
                    common: dict[str, Any], argument: str = "target_dir",
                    ) -> tuple[tuple[int, int], str]:
@@ -284,22 +284,24 @@ def _check_pairing(target_dir: Any, target_size: Any, target_color_mode: Any,
     if (target_dir is None) != (label_mode != "image"):
         raise ValueError(f"`{argument}` and label_mode='image' go together. Received: "
                          f"{argument}={target_dir!r}, label_mode={label_mode!r}.")
-    if target_dir is None and (target_size is not None or target_color_mode is not None):
-        raise ValueError("`target_size` and `target_color_mode` are the target images' "
-                         f"({argument}=...), which were not given.")
-    size = _checks.image_size(image_size if target_size is None else target_size,
-                              "target_size")
+    if target_dir is None:
+        if target_image_size is not None or target_color_mode is not None:
+            raise ValueError("`target_image_size` and `target_color_mode` are the target "
+                             f"images' ({argument}=...), which were not given.")
+        return (0, 0), "rgb"  # unused: there are no target images
+    inputs = _checks.image_size(image_size)
+    size = inputs if target_image_size is None else _checks.image_size(
+        target_image_size, "target_image_size")
     mode = images.check_color_mode(color_mode if target_color_mode is None
                                    else target_color_mode)
     augment = common.get("augment")
-    if target_dir is not None and type(augment).__module__.split(".")[0] == (
-            "albumentations") and size != _checks.image_size(image_size):
+    if type(augment).__module__.split(".")[0] == "albumentations" and size != inputs:
         raise ValueError(
-            f"An albumentations `augment` transforms the input and its target image "
-            f"together, so they must be one size. Received: image_size="
-            f"{tuple(_checks.image_size(image_size))}, target_size={tuple(size)}. Load both "
-            "at one size (resize the inputs in the model), or augment with a callable "
-            "fn(image, rng, target=target) -> (image, target).")
+            "An albumentations `augment` transforms the input and its target image "
+            f"together, so they must be one size. Received: image_size={tuple(inputs)}, "
+            f"target_image_size={tuple(size)}. Load both at one size (resize the inputs "
+            "in the model), or augment with a callable fn(image, rng, target=target) -> "
+            "(image, target).")
     return size, mode
 
 
@@ -376,9 +378,9 @@ class ImageFolderGenerator(_ImageFileGenerator, IteratorNames):
             additional target of type "image"); what only the inputs get (noise, blur)
             goes in a callable `batch_augment=fn(x, y, rng) -> (x, y)`. A callable
             augment is called as fn(image, rng, target=target) -> (image, target).
-        target_size, target_color_mode: the targets' (height, width) and colour mode
+        target_image_size, target_color_mode: the targets' (height, width) and colour mode
             (default: image_size and color_mode). An albumentations `augment` needs
-            target_size equal to image_size (it transforms images of one size).
+            target_image_size equal to image_size (it transforms images of one size).
         cache: decoded, resized uint8 samples kept for later epochs (augmentation runs
             after the cache). "auto" (default): in RAM, as many samples as fit in 1 GiB
             (or a tenth of the machine's memory, if less), shared memory with worker
@@ -430,7 +432,7 @@ class ImageFolderGenerator(_ImageFileGenerator, IteratorNames):
                  on_error: OnError = "raise", decode_threads: int | None = None,
                  decoder: Decoder = "opencv",
                  verbose: int = 1, mask_dir: StrPath | None = None,
-                 target_dir: StrPath | None = None, target_size: ImageSize | None = None,
+                 target_dir: StrPath | None = None, target_image_size: ImageSize | None = None,
                  target_color_mode: ColorMode | None = None, seed: int | None = None,
                  max_pixels: int | None = images.MAX_PIXELS,
                  storage_options: Mapping[str, Any] | None = None,
@@ -451,7 +453,7 @@ class ImageFolderGenerator(_ImageFileGenerator, IteratorNames):
         if (mask_dir is None) != (label_mode != "mask"):
             raise ValueError("`mask_dir` and label_mode='mask' go together. Received: "
                              f"mask_dir={mask_dir!r}, label_mode={label_mode!r}.")
-        pairing = _check_pairing(target_dir, target_size, target_color_mode, label_mode,
+        pairing = _check_pairing(target_dir, target_image_size, target_color_mode, label_mode,
                                  image_size, color_mode, common)
         given = _given_labels(labels, class_names, mask_dir)
         if target_dir is not None and given is not None:
@@ -687,7 +689,7 @@ class CSVGenerator(_ImageFileGenerator, IteratorNames):
             or "skip" to drop those rows with a warning (`gen.skipped` lists them).
         mask_col: segmentation (with label_mode="mask"): the column of mask paths,
             resolved like `x_col`; see ImageFolderGenerator's `mask_dir`.
-        target_col, target_size, target_color_mode: image-to-image (with
+        target_col, target_image_size, target_color_mode: image-to-image (with
             label_mode="image"): the column of target image paths, resolved like `x_col`;
             see ImageFolderGenerator's `target_dir`.
         image_size, color_mode, class_names, interpolation, rescale, cache, on_error,
@@ -707,7 +709,7 @@ class CSVGenerator(_ImageFileGenerator, IteratorNames):
                  decode_threads: int | None = None, decoder: Decoder = "opencv",
                  verbose: int = 1,
                  mask_col: str | None = None, target_col: str | None = None,
-                 target_size: ImageSize | None = None,
+                 target_image_size: ImageSize | None = None,
                  target_color_mode: ColorMode | None = None,
                  validation_split: float | None = None, subset: Subset | None = None,
                  seed: int | None = None, encoding: str = "utf-8",
@@ -721,7 +723,7 @@ class CSVGenerator(_ImageFileGenerator, IteratorNames):
             raise ValueError("`mask_col` and label_mode='mask' go together. Received: "
                              f"mask_col={mask_col!r}, label_mode={label_mode!r}.")
         _checks.one_of("on_missing", on_missing, ("raise", "skip"))
-        pairing = _check_pairing(target_col, target_size, target_color_mode, label_mode,
+        pairing = _check_pairing(target_col, target_image_size, target_color_mode, label_mode,
                                  image_size, color_mode, common, "target_col")
         listing_started = time.perf_counter()
         table = listing.Table.read(csv, encoding, store)

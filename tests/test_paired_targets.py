@@ -114,7 +114,7 @@ def test_targets_of_their_own_size_and_colour_mode_and_a_callable_augment(pairs)
         return (image[:, ::-1], target[:, ::-1]) if rng.random() < 2 else (image, target)
 
     sr = kg.ImageFolderGenerator(pairs / "noisy", target_dir=pairs / "clean",
-                                 label_mode="image", image_size=(8, 8), target_size=(16, 16),
+                                 label_mode="image", image_size=(8, 8), target_image_size=(16, 16),
                                  target_color_mode="grayscale", augment=flip, shuffle=False,
                                  batch_size=4, dtype="uint8", cache=None)
     x, y = sr[0]
@@ -157,7 +157,7 @@ def test_a_bad_file_of_a_pair_replaces_the_whole_pair(pairs, tmp_path):
 
 @pytest.mark.parametrize("options,error,match", [
     (dict(label_mode="int"), ValueError, "`target_dir` and label_mode='image' go together"),
-    (dict(augment=PIPELINE, target_size=(8, 8)), ValueError, "must be one size"),
+    (dict(augment=PIPELINE, target_image_size=(8, 8)), ValueError, "must be one size"),
     (dict(batch_augment=keras.layers.RandomFlip(seed=1)), ValueError, "segmentation masks"),
     (dict(labels=[0] * 16), ValueError, "takes no `labels` list"),
     (dict(augment=lambda image, rng: image), TypeError, "target=target"),
@@ -175,8 +175,8 @@ def test_a_missing_target_and_a_target_dir_without_its_mode_are_named(pairs, tmp
         kg.ImageFolderGenerator(pairs / "noisy", target_dir=tmp_path / "clean", **COMMON)
     with pytest.raises(ValueError, match="`target_dir` and label_mode='image'"):
         kg.ImageFolderGenerator(pairs / "noisy", label_mode="image")
-    with pytest.raises(ValueError, match="target_size"):
-        kg.ImageFolderGenerator(pairs / "noisy", target_size=(4, 4))
+    with pytest.raises(ValueError, match="target_image_size"):
+        kg.ImageFolderGenerator(pairs / "noisy", target_image_size=(4, 4))
 
 
 def test_a_csv_list_pairs_images_by_its_target_column(pairs):
