@@ -47,6 +47,17 @@ class DetectionSource(ImageSource):
         self.max_boxes = max_boxes
         self.max_keypoints = max_keypoints
 
+    def for_processes(self, processes: int) -> DetectionSource:
+        """This source with its loader shared by `processes` worker processes."""
+        loader = self.loader.for_processes(processes)
+        if loader is self.loader:
+            return self
+        return DetectionSource(
+            loader, self.targets, bounding_box_format=self.bounding_box_format,
+            max_boxes=self.max_boxes, max_keypoints=self.max_keypoints,
+            class_names=self.class_names, rescale=self.rescale, describe=self._describe,
+            files_found=self.files_found, listing_s=self.listing_s)
+
     def load_batch(self, request: BatchRequest) -> tuple[Any, Any]:
         """(x, y) of `request`: each image decoded (a bad file replaced by a stand-in,
         on_error="skip", which brings its own boxes), augmented with its boxes on the

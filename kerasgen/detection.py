@@ -23,7 +23,7 @@ from kerasgen._detection import DetectionSource
 from kerasgen._remote_cache import RemoteCache
 from kerasgen._typing import (Cache, ColorMode, Decoder, ImageSize, Interpolation, OnError,
                               StrPath, Subset)
-from kerasgen.generators import _ImageFileGenerator
+from kerasgen.generators import _ImageFileGenerator, _processes
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -159,13 +159,11 @@ class DetectionGenerator(_ImageFileGenerator):
         self.validation_split, self.subset = validation_split, subset
         self.dropped_boxes = [(found.paths[i], b) for i, b in dropped]
         self.directory = directory
-        workers = common.get("workers", 1)
-        processes = workers if common.get("use_multiprocessing") and isinstance(
-            workers, int) and workers > 0 else None
         loader = loader_mod.ImageLoader(
             found.paths, size, color_mode, interpolation, cache=cache,
             on_error=on_error, decode_threads=decode_threads, verbose=verbose,
-            skipped=skipped, aspect=aspect, max_pixels=max_pixels, processes=processes,
+            skipped=skipped, aspect=aspect, max_pixels=max_pixels,
+            processes=_processes(common),
             decoder=decoder, store=store)
         source = DetectionSource(
             loader, targets, bounding_box_format=bounding_box_format,

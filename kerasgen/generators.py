@@ -257,10 +257,7 @@ def image_source(paths: list[str], labels: Any, class_names: Any, common: dict[s
     """The ImageSource of image files `paths`, with an ImageLoader made from `loading`
     (image_size, color_mode, interpolation, cache, on_error, ...) and shared by the
     worker processes `common` asks for."""
-    workers = common.get("workers", 1)
-    processes = None  # Generator checks `workers`; Keras reads workers=0 as no process
-    if common.get("use_multiprocessing") and isinstance(workers, int) and workers > 0:
-        processes = workers
+    processes = _processes(common)
     loader = loader_mod.ImageLoader(paths, processes=processes, **loading)
     return ImageSource(loader, labels, class_names=class_names, rescale=rescale,
                        describe=describe, files_found=files_found, listing_s=listing_s)

@@ -319,3 +319,13 @@ def test_the_generator_contract_holds_for_detection(scenes):
         for other in (clone, fresh):
             np.testing.assert_array_equal(other[b][0], gen[b][0])
             np.testing.assert_array_equal(other[b][1]["boxes"], gen[b][1]["boxes"])
+
+
+def test_the_source_shared_by_worker_processes_keeps_its_boxes(scenes):
+    gen = kg.DetectionGenerator(scenes / "coco.json", shuffle=False, **COMMON)
+    shared = gen.source.for_processes(2)
+    assert shared is not gen.source and shared.loader.processes == 2
+    assert len(shared.targets) == 40 and all(
+        a is b for a, b in zip(shared.targets, gen.source.targets))
+    assert shared.max_boxes == gen.source.max_boxes
+    assert shared.bounding_box_format == gen.source.bounding_box_format
