@@ -5,7 +5,7 @@ import threading
 
 import numpy as np
 
-DTYPES = ("float32", "float16", "uint8", None)
+DTYPES = ("float32", "float16", "uint8", "uint16", None)
 # The largest integer each float batch dtype holds exactly; a larger integer feature (an
 # SQL column, a TFRecord "int" feature) is refused, never rounded.
 EXACT_INTEGERS = {"float32": 2 ** 24, "float16": 2 ** 11, "float64": 2 ** 53}

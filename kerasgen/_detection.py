@@ -68,7 +68,7 @@ class DetectionSource(ImageSource):
         loader.prefetch(indices)
 
         def chunk(a: int, b: int) -> list[tuple[Any, boxes_mod.ImageBoxes]]:
-            pixels = np.empty((b - a,) + loader.sample_shape, np.uint8)
+            pixels = np.empty((b - a,) + loader.sample_shape, loader.pixel_dtype)
             done = []
             for k in range(a, b):
                 with request.stage("decode"):

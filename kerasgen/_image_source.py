@@ -79,10 +79,11 @@ class ImageSource:
         return self._describe(index)
 
     def load(self, index: int) -> Any:
-        """Sample `index` as a new uint8 array ((image, mask) with masks)."""
+        """Sample `index` as a new uint8 array (uint16 at bit_depth=16; (image, mask)
+        with masks)."""
         if self.loader.mask_paths is None:
             return self.loader.load(index)
-        out = np.empty(self.loader.sample_shape, np.uint8)
+        out = np.empty(self.loader.sample_shape, self.loader.pixel_dtype)
         return out, self.loader.load_with_mask(int(index), out)[1]
 
     @property
@@ -117,11 +118,14 @@ class ImageSource:
                 f"with dtype={dtype!r}. Use dtype='float32', or drop rescale and let "
                 "the model rescale (a keras.layers.Rescaling layer)."
             )
-        if dtype is not None and not batching.fits_always(np.uint8, dtype, self.rescale):
+        pixels = self.loader.pixel_dtype
+        if dtype is not None and not batching.fits_always(pixels, dtype, self.rescale):
+            top = np.iinfo(pixels).max
             raise ValueError(
-                f"`rescale` must keep pixels (0 to 255) within dtype={dtype!r} "
+                f"`rescale` must keep pixels (0 to {top}, bit_depth="
+                f"{self.loader.bit_depth}) within dtype={dtype!r} "
                 f"({batching.holds(dtype)}). Received: rescale={self.rescale}, which "
-                f"makes 255 into {batching.became(np.uint8(255), dtype, self.rescale)!r}. "
+                f"makes {top} into {batching.became(pixels(top), dtype, self.rescale)!r}. "
                 "Use a smaller rescale, or dtype='float32'.")
 
     @property
@@ -154,7 +158,8 @@ class ImageSource:
         if request.partners is None:
             if request.augment is not None:
                 return self._load_augmented(request, substitutes)
-            return self.loader.decode(request.indices, request.dtype or np.uint8,
+            return self.loader.decode(request.indices,
+                                      request.dtype or self.loader.pixel_dtype,
                                       request.rescale, buffers=request.buffers,
                                       stage=request.stage, substitutes=substitutes)
         return self._load_synthetic(request, substitutes)
@@ -164,7 +169,7 @@ class ImageSource:
         indices, partners, lams = request.indices, request.partners, request.lams
         n, synthetic = len(indices), np.flatnonzero(partners >= 0)
         out, masks = self.loader.decode(np.concatenate([indices, partners[synthetic]]),
-                                        np.uint8, buffers=request.buffers,
+                                        self.loader.pixel_dtype, buffers=request.buffers,
                                         stage=request.stage, substitutes=substitutes)
         rows = np.zeros(n, bool)
         rows[synthetic] = True
@@ -190,7 +195,7 @@ class ImageSource:
         loader, indices, stage = self.loader, request.indices, request.stage
 
         def decoded(a, b):  # the masks in their files' own dtype, as augment gets them
-            pixels = np.empty((b - a,) + loader.sample_shape, np.uint8)
+            pixels = np.empty((b - a,) + loader.sample_shape, loader.pixel_dtype)
             with stage("decode"):
                 masks = loader.load_rows(indices[a:b], pixels, None, substitutes)
             return pixels, masks

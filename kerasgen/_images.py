@@ -119,6 +119,76 @@ def png_size(data):
     return int.from_bytes(head[20:24], "big"), int.from_bytes(head[16:20], "big")
 
 
+DEPTHS = (8, 16)  # bit_depth: the loaded samples' uint8 or uint16 pixels
+_warned_deep = False  # a 16-bit image reduced to 8 bits was warned of (once per process)
+
+
+def check_bit_depth(bit_depth, dtype=None):
+    """`bit_depth=` resolved and checked: None is 16 for dtype="uint16" batches, else 8."""
+    if bit_depth is None:
+        return 16 if dtype == "uint16" else 8
+    if isinstance(bit_depth, bool) or bit_depth not in DEPTHS:
+        _checks.fail("bit_depth", "None, 8 or 16", bit_depth)
+    return int(bit_depth)
+
+
+def pixel_dtype(depth):
+    """The dtype of samples loaded at `depth` bits."""
+    return np.uint16 if depth == 16 else np.uint8
+
+
+def sixteen_bits(data):
+    """Whether an encoded PNG or TIFF declares 16 bits per sample (its header only)."""
+    head = data[:64].tobytes() if isinstance(data, np.ndarray) else bytes(data[:64])
+    if head[:8] == _PNG_HEAD[:8]:
+        return len(head) > 24 and head[24] == 16
+    if head[:4] not in (b"II*\x00", b"MM\x00*"):
+        return False
+    order = "little" if head[:2] == b"II" else "big"
+    raw = data if isinstance(data, (bytes, bytearray)) else data.tobytes()
+    try:
+        at = int.from_bytes(raw[4:8], order)
+        count = int.from_bytes(raw[at:at + 2], order)
+        for k in range(count):
+            entry = raw[at + 2 + 12 * k:at + 14 + 12 * k]
+            if int.from_bytes(entry[:2], order) != 258:  # BitsPerSample
+                continue
+            n, value = int.from_bytes(entry[4:8], order), entry[8:12]
+            if n * 2 > 4:  # the values are elsewhere: the first of them
+                value = raw[int.from_bytes(value, order):][:2]
+            return int.from_bytes(value[:2], order) == 16
+    except (IndexError, ValueError):
+        return False
+    return False
+
+
+def _warn_reduced(name):
+    global _warned_deep
+    if _warned_deep:
+        return
+    _warned_deep = True
+    import warnings
+
+    warnings.warn(f"{name} has 16 bits per sample; it is reduced to 8 bits, as Keras's "
+                  "loaders reduce it. Pass bit_depth=16 (or dtype='uint16') to keep its "
+                  "16 bits: batches then hold 0..65535 (rescale=1/65535 makes them "
+                  "0..1). Warned once.", stacklevel=4)
+
+
+def to_depth(image, depth):
+    """A decoded image as uint8 (depth 8) or uint16 (depth 16): 8-bit values scale by
+    257 to 16 bits (255 -> 65535), 16-bit ones shift to 8 (Keras's reduction)."""
+    if depth == 8:
+        return _to_uint8(image)
+    if image.dtype == np.uint16:
+        return image
+    if image.dtype == np.uint8:
+        return image.astype(np.uint16) * np.uint16(257)
+    if np.issubdtype(image.dtype, np.floating):
+        return np.clip(image * 65535.0, 0, 65535).astype(np.uint16)
+    return np.clip(image, 0, 65535).astype(np.uint16)
+
+
 def reduction(source_size, target_size):
     """The largest JPEG scale 1/r (r in 2, 4, 8) that keeps the image at least as large
     as the target on both sides, whichever way EXIF orientation turns it; 1 for none."""
@@ -272,9 +342,16 @@ def imdecode(data, flag, name):
 
 
 def decode_bytes(data, color_mode="rgb", target_size=None, name="image",
-                 max_pixels=MAX_PIXELS):
-    """`decode` for encoded bytes (a uint8 array or bytes); `name` is used in errors."""
+                 max_pixels=MAX_PIXELS, depth=8):
+    """`decode` for encoded bytes (a uint8 array or bytes); `name` is used in errors.
+    `depth` 16 keeps a 16-bit PNG or TIFF's 16 bits (other images scale to them: a
+    uint16 array); at 8, such an image is reduced to 8 bits with a warning (once)."""
     data = np.frombuffer(data, dtype=np.uint8) if isinstance(data, bytes) else data
+    image = _decode_bytes(data, color_mode, target_size, name, max_pixels, depth)
+    return image if depth == 8 else to_depth(image, 16)
+
+
+def _decode_bytes(data, color_mode, target_size, name, max_pixels, depth):
     if data.size == 0:
         raise ValueError(f"Cannot decode {name}: the file is empty (0 bytes).")
     jpeg = _jpeg.info(data)
@@ -294,6 +371,13 @@ def decode_bytes(data, color_mode="rgb", target_size=None, name="image",
     flag = _REDUCED[color_mode][r] if r > 1 else {
         "grayscale": cv2.IMREAD_GRAYSCALE, "rgb": _IMREAD_RGB,
         "rgba": cv2.IMREAD_UNCHANGED}[color_mode]
+    deep = jpeg is None and sixteen_bits(data)
+    if deep and depth == 16:  # BGR (converted below): COLOR_RGB may not mix with ANYDEPTH
+        flag = {"grayscale": cv2.IMREAD_GRAYSCALE | cv2.IMREAD_ANYDEPTH,
+                "rgb": cv2.IMREAD_COLOR | cv2.IMREAD_ANYDEPTH,
+                "rgba": cv2.IMREAD_UNCHANGED}[color_mode]
+    elif deep:
+        _warn_reduced(name)
     image = imdecode(data, flag, name)
     if image is not None and color_mode == "rgba" and (image.ndim == 2 or image.shape[2] != 4):
         image = imdecode(data, cv2.IMREAD_COLOR, name)  # no alpha: decode with EXIF applied
@@ -304,7 +388,7 @@ def decode_bytes(data, color_mode="rgb", target_size=None, name="image",
         )
     if size is None:  # a format whose header was not read: the decoded size counts
         check_pixels(image.shape[:2], max_pixels, name)
-    image = _to_uint8(image)
+    image = to_depth(image, depth)
     if color_mode == "grayscale":
         return image if image.ndim == 3 else image[:, :, None]
     if color_mode == "rgb":
@@ -354,8 +438,8 @@ def resize(image, image_size, color_mode="rgb", interpolation="bilinear", out=No
     resizes the whole image to fit and pads it, centred, with zeros (pad_to_aspect_ratio).
     """
     height, width = image_size
-    if out is None:
-        out = np.empty((height, width, COLOR_MODES[color_mode]), dtype=np.uint8)
+    if out is None:  # of the image's dtype: uint8, or uint16 at bit_depth=16
+        out = np.empty((height, width, COLOR_MODES[color_mode]), dtype=image.dtype)
     if aspect == "crop":
         top, left, crop_height, crop_width = crop_box(image.shape, image_size)
         image = image[top:top + crop_height, left:left + crop_width]

@@ -100,7 +100,8 @@ class PairedSource(ImageSource):
         def chunk(a: int, b: int) -> list[tuple[Any, Any]]:
             done = []
             for k in range(a, b):
-                x, y = np.empty(shape, np.uint8), np.empty(target_shape, np.uint8)
+                x = np.empty(shape, self.loader.pixel_dtype)
+                y = np.empty(target_shape, self.target_loader.pixel_dtype)
                 with request.stage("decode"):
                     self._load_pair(int(indices[k]), x, y, request)
                 if request.augment is not None:

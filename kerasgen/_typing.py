@@ -32,7 +32,7 @@ LabelMode = Literal["int", "categorical", "binary", "multi_label", "raw", "mask"
                     "boxes", "image"]
 
 # kerasgen._batching.DTYPES, less None (None keeps the samples' own dtype)
-DType = Literal["float32", "float16", "uint8"]
+DType = Literal["float32", "float16", "uint8", "uint16"]
 
 # kerasgen.loader.DECODERS: who decodes a batch's JPEGs
 Decoder = Literal["opencv", "nvimgcodec"]

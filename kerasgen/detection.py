@@ -80,7 +80,8 @@ class DetectionGenerator(_ImageFileGenerator):
         validation_split, subset: a seeded, random split of the images (it needs `seed`).
         image_size, color_mode, interpolation, crop_to_aspect_ratio,
             pad_to_aspect_ratio, rescale, cache, on_error, decode_threads, verbose,
-            max_pixels, storage_options, remote_cache: as for ImageFolderGenerator. A
+            max_pixels, bit_depth, storage_options, remote_cache: as for
+            ImageFolderGenerator. A
             bad file skipped (on_error="skip") is replaced by another image, with that
             image's boxes.
         **common: see `kg.Generator`; `augment` must be an albumentations Compose with
@@ -105,7 +106,7 @@ class DetectionGenerator(_ImageFileGenerator):
                  decoder: Decoder = "opencv", verbose: int = 1,
                  validation_split: float | None = None, subset: Subset | None = None,
                  seed: int | None = None, encoding: str = "utf-8",
-                 max_pixels: int | None = images.MAX_PIXELS,
+                 max_pixels: int | None = images.MAX_PIXELS, bit_depth: int | None = None,
                  storage_options: Mapping[str, Any] | None = None,
                  remote_cache: StrPath | RemoteCache | None = None,
                  **common: Any) -> None:
@@ -164,7 +165,8 @@ class DetectionGenerator(_ImageFileGenerator):
             on_error=on_error, decode_threads=decode_threads, verbose=verbose,
             skipped=skipped, aspect=aspect, max_pixels=max_pixels,
             processes=_processes(common),
-            decoder=decoder, store=store)
+            decoder=decoder, store=store,
+            bit_depth=images.check_bit_depth(bit_depth, common.get("dtype")))
         source = DetectionSource(
             loader, targets, bounding_box_format=bounding_box_format,
             max_boxes=self.max_boxes, max_keypoints=keypoints, class_names=names,

@@ -394,6 +394,11 @@ class ImageFolderGenerator(_ImageFileGenerator, IteratorNames):
             decoded; larger images are bad files (see `on_error`). Default 89_478_485,
             Pillow's decompression-bomb limit (`PIL.Image.MAX_IMAGE_PIXELS`); None: no
             limit (OpenCV's own, 2**30 pixels, remains).
+        bit_depth: 8, or 16 to keep the 16 bits of 16-bit PNG and TIFF files (8-bit
+            images scale to 16 bits: 255 -> 65535); batches then hold 0..65535 in
+            dtype="uint16" or "float32" (rescale=1/65535 makes them 0..1). Default:
+            16 for dtype="uint16", else 8, where a 16-bit file is reduced to 8 bits as
+            Keras's loaders reduce it, with a warning (once).
         decode_threads: threads decoding each batch (default: every core, shared by worker
             threads; cores // workers with worker processes).
         decoder: "opencv" (default), or "nvimgcodec": each decode thread decodes its share
@@ -431,7 +436,7 @@ class ImageFolderGenerator(_ImageFileGenerator, IteratorNames):
                  verbose: int = 1, mask_dir: StrPath | None = None,
                  target_dir: StrPath | None = None, target_image_size: ImageSize | None = None,
                  target_color_mode: ColorMode | None = None, seed: int | None = None,
-                 max_pixels: int | None = images.MAX_PIXELS,
+                 max_pixels: int | None = images.MAX_PIXELS, bit_depth: int | None = None,
                  storage_options: Mapping[str, Any] | None = None,
                  remote_cache: StrPath | RemoteCache | None = None, **common: Any) -> None:
         _check_common(self, common)  # before listing a folder that may not exist
@@ -514,7 +519,8 @@ class ImageFolderGenerator(_ImageFileGenerator, IteratorNames):
             image_size=image_size, color_mode=color_mode, interpolation=interpolation,
             cache=cache, on_error=on_error, decode_threads=decode_threads, decoder=decoder,
             verbose=verbose, skipped=found.skipped, mask_paths=masks, aspect=aspect,
-            max_pixels=max_pixels, store=store)
+            max_pixels=max_pixels, store=store,
+            bit_depth=images.check_bit_depth(bit_depth, common.get("dtype")))
         if targets is not None:
             source: ImageSource = paired_source(
                 paths, targets, common, pairing, rescale=rescale, files_found=files_found,
@@ -690,7 +696,7 @@ class CSVGenerator(_ImageFileGenerator, IteratorNames):
             label_mode="image"): the column of target image paths, resolved like `x_col`;
             see ImageFolderGenerator's `target_dir`.
         image_size, color_mode, class_names, interpolation, rescale, cache, on_error,
-            decode_threads, decoder, verbose, max_pixels, storage_options,
+            decode_threads, decoder, verbose, max_pixels, bit_depth, storage_options,
             remote_cache: as for ImageFolderGenerator.
         **common: see `kg.Generator`.
     """
@@ -711,6 +717,7 @@ class CSVGenerator(_ImageFileGenerator, IteratorNames):
                  validation_split: float | None = None, subset: Subset | None = None,
                  seed: int | None = None, encoding: str = "utf-8",
                  num_classes: int | None = None, max_pixels: int | None = images.MAX_PIXELS,
+                 bit_depth: int | None = None,
                  storage_options: Mapping[str, Any] | None = None,
                  remote_cache: StrPath | RemoteCache | None = None,
                  **common: Any) -> None:
@@ -749,7 +756,8 @@ class CSVGenerator(_ImageFileGenerator, IteratorNames):
         loading = dict(
             image_size=image_size, color_mode=color_mode, interpolation=interpolation,
             cache=cache, on_error=on_error, decode_threads=decode_threads, decoder=decoder,
-            verbose=verbose, skipped=skipped, max_pixels=max_pixels, root=root, store=store)
+            verbose=verbose, skipped=skipped, max_pixels=max_pixels, root=root, store=store,
+            bit_depth=images.check_bit_depth(bit_depth, common.get("dtype")))
         listing_s = time.perf_counter() - listing_started
         if target_col is not None:
             source: ImageSource = paired_source(

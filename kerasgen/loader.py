@@ -84,13 +84,19 @@ class ImageLoader:
                  aspect: Literal["crop", "pad"] | None = None,
                  max_pixels: int | None = images.MAX_PIXELS, root: StrPath | None = None,
                  processes: int | None = None,
-                 decoder: Decoder = "opencv", store: _remote.Store | None = None) -> None:
+                 decoder: Decoder = "opencv", store: _remote.Store | None = None,
+                 bit_depth: int = 8) -> None:
         self.file_paths = list(file_paths)
+        self.bit_depth = images.check_bit_depth(bit_depth)
+        self.pixel_dtype = images.pixel_dtype(self.bit_depth)
         self.store = store
         self.remote = store is not None and read is None and _remote.any_url(
             self.file_paths)
         self.decoder = _checks.one_of("decoder", decoder, DECODERS)
         self.nv = None if decoder == "opencv" else _nvdecode.NvDecoder()
+        if self.nv is not None and self.bit_depth == 16:
+            raise ValueError("decoder='nvimgcodec' decodes 8-bit images. Received: "
+                             "bit_depth=16. Use decoder='opencv' for 16-bit images.")
         if self.nv is not None and not _nvdecode.available():
             raise ImportError(f"decoder='nvimgcodec' needs NVIDIA's nvImageCodec: "
                               f"{_nvdecode.PIP}.")
@@ -122,6 +128,21 @@ class ImageLoader:
             self.cache = cache_mod.SharedMemoryCache(
                 self.cache.num_samples, self.cache.sample_shape, self.cache.capacity)
 
+    # the caches hold bytes: a 16-bit sample is kept as (h, w, 2 * channels) uint8
+    def _cached(self, index: int) -> np.ndarray | None:
+        assert self.cache is not None
+        found = self.cache.get(index)
+        return found if found is None or self.bit_depth == 8 else found.view(np.uint16)
+
+    def _keep(self, index: int, sample: np.ndarray) -> None:
+        assert self.cache is not None
+        self.cache.put(index, sample if self.bit_depth == 8 else sample.view(np.uint8))
+
+    @property
+    def _cache_shape(self) -> tuple[int, int, int]:
+        height, width, channels = self.sample_shape
+        return height, width, channels * np.dtype(self.pixel_dtype).itemsize
+
     def for_processes(self, processes: int | None) -> ImageLoader:
         """This loader as `processes` worker processes share it: the cores split between
         them, a memory cache in shared memory (the loader itself with one process)."""
@@ -132,7 +153,8 @@ class ImageLoader:
                            decode_threads=self.decode_threads, mask_paths=self.mask_paths,
                            verbose=self.verbose, skipped=self.skipped, read=self.read,
                            aspect=self.aspect, max_pixels=self.max_pixels, root=self.root,
-                           processes=processes, decoder=self.decoder, store=self.store)
+                           processes=processes, decoder=self.decoder, store=self.store,
+                           bit_depth=self.bit_depth)
 
     @property
     def sample_shape(self) -> tuple[int, int, int]:
@@ -148,18 +170,18 @@ class ImageLoader:
         if cache is None:
             return None
         if cache == "memory":
-            return cache_mod.MemoryCache(len(self.file_paths), self.sample_shape)
+            return cache_mod.MemoryCache(len(self.file_paths), self._cache_shape)
         if cache == "auto":  # as many samples as fit in the budget, in this process
-            row = int(np.prod(self.sample_shape))
-            return cache_mod.MemoryCache(len(self.file_paths), self.sample_shape,
+            row = int(np.prod(self._cache_shape))
+            return cache_mod.MemoryCache(len(self.file_paths), self._cache_shape,
                                          capacity=cache_mod.auto_budget() // row)
         if isinstance(cache, (str, os.PathLike)):
             how = images.resize_key(self.interpolation, self.aspect)
             if self.decoder != "opencv":  # another decoder: other pixels, another cache
                 how = f"{how} {self.decoder}"
-            key = cache_mod.cache_key(self.file_paths, self.sample_shape, self.color_mode,
+            key = cache_mod.cache_key(self.file_paths, self._cache_shape, self.color_mode,
                                       how, None if self.store is None else self.store.version)
-            return cache_mod.FileCache(cache, len(self.file_paths), self.sample_shape, key)
+            return cache_mod.FileCache(cache, len(self.file_paths), self._cache_shape, key)
         _checks.fail("cache", "'auto', None, 'memory' or a file path", cache, TypeError)
 
     # ----------------------------------------------------------------- one sample
@@ -169,7 +191,7 @@ class ImageLoader:
         (another sample's when the file was skipped: the first good one of
         `substitutes(index)`)."""
         if self.cache is not None:
-            cached = self.cache.get(index)
+            cached = self._cached(index)
             if cached is not None:
                 out[...] = cached
                 return index
@@ -183,7 +205,7 @@ class ImageLoader:
                 raise
             return self._load_stand_in(index, out, substitutes)[0]  # never cached
         if self.cache is not None:
-            self.cache.put(index, out)
+            self._keep(index, out)
         return index
 
     def load_with_mask(self, index: int, out: np.ndarray, mask_out: np.ndarray | None = None,
@@ -212,15 +234,17 @@ class ImageLoader:
             return self._load_stand_in(index, out, substitutes, with_mask=True,
                                        mask_out=mask_out, exclude=loaded)
 
-    def _decoded(self, index, target_size, color_mode=None):
-        """Sample `index` decoded (at reduced size where `target_size` allows)."""
+    def _decoded(self, index, target_size, color_mode=None, depth=None):
+        """Sample `index` decoded (at reduced size where `target_size` allows), at the
+        loader's bit depth unless `depth` says."""
         color_mode = color_mode or self.color_mode
+        depth = self.bit_depth if depth is None else depth
         if self.read is None:
             path = self.file_paths[index]
             return images.decode_bytes(self.read_file(path), color_mode, target_size,
-                                       f"image file {path}", self.max_pixels)
+                                       f"image file {path}", self.max_pixels, depth)
         return images.decode_bytes(self.read(index), color_mode, target_size,
-                                   self.file_paths[index], self.max_pixels)
+                                   self.file_paths[index], self.max_pixels, depth)
 
     def read_file(self, path: str, what: str = "image file") -> np.ndarray:
         """The bytes of the file or object `path` (a URL through `store`)."""
@@ -249,7 +273,7 @@ class ImageLoader:
 
     def load(self, index: int) -> np.ndarray:
         """Sample `index` as a new array."""
-        out = np.empty(self.sample_shape, dtype=np.uint8)
+        out = np.empty(self.sample_shape, dtype=self.pixel_dtype)
         self.load_into(int(index), out)
         return out
 
@@ -310,7 +334,8 @@ class ImageLoader:
         return out, masks
 
     def _load_chunk(self, indices, out, masks, rescale, buffers, substitutes):
-        pixels = buffers.empty(out.shape, np.uint8) if out.dtype != np.uint8 else out
+        pixels = (buffers.empty(out.shape, self.pixel_dtype) if out.dtype != self.pixel_dtype
+                  else out)
         self.load_rows(indices, pixels, masks, substitutes)
         if pixels is not out:
             batching.convert_into(out, pixels, rescale)
@@ -344,7 +369,7 @@ class ImageLoader:
         done: set[int] = set()
         for k, index in enumerate(indices):
             index = int(index)
-            cached = None if self.cache is None else self.cache.get(index)
+            cached = None if self.cache is None else self._cached(index)
             if cached is not None:  # read once, here
                 pixels[k] = cached
                 done.add(k)
@@ -370,7 +395,7 @@ class ImageLoader:
             images.resize(image, self.image_size, self.color_mode, self.interpolation,
                           pixels[k], self.aspect)
             if self.cache is not None:
-                self.cache.put(int(indices[k]), pixels[k])
+                self._keep(int(indices[k]), pixels[k])
             done.add(k)
         return done
 
@@ -451,7 +476,7 @@ class ImageLoader:
 
         def thumb(i):
             try:
-                return i, images.resize(self._decoded(i, size, "rgb"), size, "rgb")
+                return i, images.resize(self._decoded(i, size, "rgb", 8), size, "rgb")
             except (ValueError, FileNotFoundError) as error:
                 if self.on_error == "raise":
                     raise _bad_file(error, self.file_paths[i]) from None
