@@ -145,7 +145,7 @@ def sixteen_bits(data):
     if head[:4] not in (b"II*\x00", b"MM\x00*"):
         return False
     order = "little" if head[:2] == b"II" else "big"
-    raw = data if isinstance(data, (bytes, bytearray)) else data.tobytes()
+    raw = memoryview(data)  # the IFD read in place: no copy of the whole file
     try:
         at = int.from_bytes(raw[4:8], order)
         count = int.from_bytes(raw[at:at + 2], order)
