@@ -77,15 +77,15 @@ class DetectionSource(ImageSource):
                 x, targets = pixels[k - a], self.targets[held]
                 if request.augment is not None:
                     with request.stage("augment"):
-                        x, targets = request.augment(x, int(request.positions[k]), targets)
+                        x, targets = request.augmented(x, request.positions[k], targets)
                 done.append((x, targets))
             return done
 
         pairs = [pair for part in loader.in_threads(len(indices), chunk) for pair in part]
         with request.stage("assemble"):
-            x = default_assemble(request)([np.asarray(x) for x, _ in pairs], indices)
+            x = default_assemble(request, self.describe)([np.asarray(x) for x, _ in pairs], indices)
             x = batching.convert(x, request.dtype, request.rescale, request.buffers)
-            y = self.pack([t for _, t in pairs], x.shape[1:3], indices, request.describe)
+            y = self.pack([t for _, t in pairs], x.shape[1:3], indices, self.describe)
         return x, y
 
     def pack(self, targets: Sequence[boxes_mod.ImageBoxes], size: tuple[int, int],

@@ -1,6 +1,7 @@
 """Feeding: where a generator's batches are made, on demand or ahead of the caller.
 
-From the generator's `workers`, `use_multiprocessing` and `prefetch`, `Feeding` makes
+This module alone decides where batches are made. `Placement` reads a generator's
+`workers`, `use_multiprocessing`, `max_queue_size` and `prefetch` once; `Feeding` makes
 each batch in one of four places:
 
 - in the caller's thread, when asked for (workers <= 1 and prefetch=0, or inside a
@@ -13,15 +14,16 @@ each batch in one of four places:
   Keras's process pool: _workers.WorkerPool, batches handed over in shared memory).
 
 Batches made ahead are kept by `_ahead.WorkAhead`, keyed by (epoch, batch index). Each
-place makes batch b of epoch e with the generator's `make_batch` on a view of it fixed at
-epoch e, so a batch is byte-identical wherever it is made.
+place makes batch b of epoch e with the same `_making.BatchMaker` from the same frozen
+slice of the order (`EpochOrder.slice`), so a batch is byte-identical wherever it is
+made; worker processes receive the maker and the order (`Recipe`), never the generator.
 """
 
 from __future__ import annotations
 
 import numbers
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from kerasgen import _ahead, _checks, _workers
 from kerasgen.loader import usable_cores
@@ -29,25 +31,8 @@ from kerasgen.loader import usable_cores
 if TYPE_CHECKING:
     from concurrent.futures import Future
 
+    from kerasgen._making import BatchMaker
     from kerasgen._order import EpochOrder
-
-
-class Fed(Protocol):
-    """What feeding needs of a generator: its worker settings, its epoch, views of it
-    at other epochs, and batches made here."""
-
-    workers: int
-    use_multiprocessing: bool
-    max_queue_size: int
-    prefetch: int
-    ahead_threads: int
-
-    @property
-    def epoch(self) -> int: ...
-
-    def at_epoch(self, epoch: int) -> Any: ...
-
-    def make_batch(self, index: int) -> Any: ...
 
 
 def prefetch_depth(prefetch: Any, auto: int) -> int:
@@ -60,75 +45,142 @@ def prefetch_depth(prefetch: Any, auto: int) -> int:
     return int(prefetch)
 
 
-class Feeding:
-    """How `generator`'s batches (in the epochs of `order`, its own) reach the caller.
-    `pace(waited)` hears whether the caller waited for each batch made ahead (an image
-    source sizes its decoding to it). `ahead=False`: made when asked for, always (a view
-    for parallel readers, which ask out of order)."""
+def worker_processes(workers: Any = 1, use_multiprocessing: Any = False) -> int | None:
+    """How many worker processes of its own a generator with these arguments runs (None:
+    none), as Keras reads them: workers=0 starts no process either. A builder asks it
+    before the generator is made (an image source's memory cache is then shared)."""
+    if use_multiprocessing and isinstance(workers, int) and workers > 0:
+        return workers
+    return None
 
-    def __init__(self, generator: Fed, order: EpochOrder,
-                 pace: Callable[[bool], None] | None = None, ahead: bool = True) -> None:
-        self.generator = generator
+
+class Placement:
+    """Where a generator's batches are made, from its arguments (checked here):
+    `workers`, `use_multiprocessing` (False with workers=0), `max_queue_size`,
+    `prefetch` ("auto": `prefetch_auto`) and `ahead_threads` (threads making batches
+    ahead with prefetch and one worker)."""
+
+    def __init__(self, workers: Any = 1, use_multiprocessing: Any = False,
+                 max_queue_size: Any = 10, prefetch: Any = "auto", prefetch_auto: int = 0,
+                 ahead_threads: int = 1) -> None:
+        self.workers = _checks.non_negative_int("workers", workers)
+        self.processes = worker_processes(self.workers, use_multiprocessing) is not None
+        self.max_queue_size = _checks.non_negative_int("max_queue_size", max_queue_size)
+        self.prefetch = prefetch_depth(prefetch, prefetch_auto)
+        self.ahead_threads = ahead_threads
+
+    def share(self, source: Any) -> Any:
+        """`source` as worker processes share it (an image source's memory cache in
+        shared memory): its `for_processes(n)`, or the source itself."""
+        share = getattr(source, "for_processes", None)
+        return source if share is None or not self.processes else share(self.workers)
+
+    def check(self, maker: BatchMaker) -> None:
+        """Refuses what the worker processes could not run: Keras layers in
+        `batch_augment` (TensorFlow ops hang in a forked process)."""
+        if self.processes and maker.keras_layers:
+            raise ValueError(
+                "Keras layers in `batch_augment` run TensorFlow ops, which hang in forked "
+                "worker processes. Received: use_multiprocessing=True. Use worker threads "
+                "(use_multiprocessing=False) or put the layers in the model."
+            )
+
+
+class Recipe:
+    """What worker processes receive: the maker and a copy of the order. `batch` moves
+    the order to the batch's epoch, resume offset, seed and batch order, then makes it
+    (in a worker, the order is the worker's own)."""
+
+    def __init__(self, maker: BatchMaker, order: EpochOrder) -> None:
+        self.maker, self.order = maker, order
+
+    def batch(self, epoch: int, offset: int, index: int, seed: int,
+              batch_shuffle: bool) -> Any:
+        self.order.move_to(epoch, offset, seed, batch_shuffle)
+        return self.maker.make(self.order.slice(index, self.maker.foresee))
+
+
+class Feeding:
+    """How the batches of `maker` (in the epochs of `order`, the generator's own) reach
+    the caller, where `placement` says. `pace(waited)` hears whether the caller waited
+    for each batch made ahead (an image source sizes its decoding to it). `ahead=False`:
+    made when asked for, always (a view for parallel readers, which ask out of order).
+    `name` names the generator in errors (its class)."""
+
+    def __init__(self, maker: BatchMaker, order: EpochOrder, placement: Placement,
+                 pace: Callable[[bool], None] | None = None, ahead: bool = True,
+                 name: str = "Generator") -> None:
+        self.maker = maker
         self.order = order
+        self.placement = placement
         self.pace = pace
+        self.name = name
         self.pool: _workers.WorkerPool | None = None  # the worker processes, made on
         # their first batch
-        self.view: Any = None  # the generator fixed at the epoch whose batches are made ahead
+        self.view: EpochOrder | None = None  # the order fixed at the epoch whose
+        # batches are made ahead
         self.ahead = self._work_ahead() if ahead else None
 
     def _work_ahead(self) -> _ahead.WorkAhead | None:
         """The work-ahead (None where it does not apply): on worker processes of the
         generator's own with use_multiprocessing (none inside a worker, nor in any
         daemonic process), on `workers` threads of its own with workers > 1, else
-        (prefetch > 0) on `ahead_threads` threads (the generator's; never more than the
-        usable cores): two for the image generators, so that one batch decodes while
-        the pool finishes the last files of the other instead of idling at the batch's
-        end."""
-        gen = self.generator
-        depth = max(gen.workers, gen.max_queue_size or 10)  # Keras's queue, in batches
-        if gen.use_multiprocessing:
+        (prefetch > 0) on `ahead_threads` threads (never more than the usable cores):
+        two for the image generators, so that one batch decodes while the pool finishes
+        the last files of the other instead of idling at the batch's end."""
+        place = self.placement
+        depth = max(place.workers, place.max_queue_size or 10)  # Keras's queue, in batches
+        if place.processes:
             if not _workers.can_start():  # a worker (of kerasgen or of Keras's pool)
                 return None
             return _ahead.WorkAhead(self._make_ahead, depth, submit=self._submit)
-        if gen.workers > 1:
-            return _ahead.WorkAhead(self._make_ahead, depth, threads=gen.workers)
-        if not gen.prefetch:
+        if place.workers > 1:
+            return _ahead.WorkAhead(self._make_ahead, depth, threads=place.workers)
+        if not place.prefetch:
             return None
-        threads = max(1, min(gen.ahead_threads, gen.prefetch, usable_cores()))
-        return _ahead.WorkAhead(self._make_ahead, gen.prefetch, pace=self.pace,
+        threads = max(1, min(place.ahead_threads, place.prefetch, usable_cores()))
+        return _ahead.WorkAhead(self._make_ahead, place.prefetch, pace=self.pace,
                                 threads=threads)
 
     @property
     def own_workers(self) -> bool:
         """Whether worker threads or processes of the generator's own make its batches."""
-        gen = self.generator
-        return self.ahead is not None and (gen.use_multiprocessing or gen.workers > 1)
+        place = self.placement
+        return self.ahead is not None and (place.processes or place.workers > 1)
 
     def warm_up(self) -> None:
         """Starts the fork server now where batches will be made in worker processes."""
-        if self.ahead is not None and self.generator.use_multiprocessing:
+        if self.ahead is not None and self.placement.processes:
             _workers.warm_up()
 
     def prepare(self) -> None:
-        """Pickles the generator for its worker processes now (before the first batch), so
-        that what cannot cross processes is an error naming it before training starts."""
-        gen = self.generator
-        if self.ahead is not None and gen.use_multiprocessing and self.pool is None:
-            self.pool = _workers.WorkerPool(gen, gen.workers)
+        """Pickles the maker and the order for the worker processes now (before the
+        first batch), so that what cannot cross processes is an error naming it before
+        training starts."""
+        if self.ahead is not None and self.placement.processes and self.pool is None:
+            self.pool = self._new_pool()
+
+    def _new_pool(self) -> _workers.WorkerPool:
+        return _workers.WorkerPool(Recipe(self.maker, self.order.copy()),
+                                   self.placement.workers, self.name)
+
+    def make(self, index: int) -> Any:
+        """Batch `index` of the order's current epoch, made here and now."""
+        return self.maker.make(self.order.slice(index, self.maker.foresee))
 
     def get(self, index: int, num_batches: int) -> Any:
-        """Batch `index` (of `num_batches`) of the generator's current epoch: made ahead
+        """Batch `index` (of `num_batches`) of the order's current epoch: made ahead
         (then the batches after it are queued) or made now."""
-        gen = self.generator
-        if self.ahead is not None and (not gen.use_multiprocessing or _workers.can_start()):
+        if self.ahead is not None and (not self.placement.processes
+                                       or _workers.can_start()):
             try:
-                return self.ahead.get(gen.epoch, int(index), num_batches)
+                return self.ahead.get(self.order.epoch, int(index), num_batches)
             except BaseException:
                 self._failed()
                 raise
         # here, now: no work-ahead, or inside a daemonic process (a worker of Keras's own
         # pool, driven by hand), which may start no worker process of its own
-        return gen.make_batch(index)
+        return self.make(index)
 
     def _failed(self) -> None:
         """A batch failed (or the wait for it was interrupted): `fit` ends here, so the
@@ -152,26 +204,18 @@ class Feeding:
             self.pool.stop_later()
 
     def _make_ahead(self, epoch: int, index: int) -> Any:
-        """Batch `index` of `epoch`, made on a view fixed at that epoch (so that Keras's
-        on_epoch_end, arriving while it is made, changes nothing in it)."""
+        """Batch `index` of `epoch`, made from a copy of the order fixed at that epoch
+        (so that Keras's on_epoch_end, arriving while it is made, changes nothing in
+        it)."""
         view = self.view
         if view is None or view.epoch != epoch:
-            view = self.view = self.generator.at_epoch(epoch)
-        return view.make_batch(index)
+            view = self.view = self.order.at_epoch(epoch)
+        return self.maker.make(view.slice(index, self.maker.foresee))
 
     def _submit(self, epoch: int, index: int) -> Future[Any]:
         """Batch `index` of `epoch`, asked of the worker processes (a Future)."""
-        gen = self.generator
         if self.pool is None:
-            self.pool = _workers.WorkerPool(gen, gen.workers)
+            self.pool = self._new_pool()
         order = self.order
         offset = order.offset if epoch == order.epoch else 0
         return self.pool.submit(epoch, offset, index, order.seed, order.batch_shuffle)
-
-    def worker_batch(self, epoch: int, offset: int, index: int, seed: int,
-                     batch_shuffle: bool) -> Any:
-        """In a worker process (its generator unpickled): batch `index` of `epoch` at
-        resume `offset` (in the batch order `batch_shuffle` says), made now."""
-        self.order.move_to(epoch, offset, seed, batch_shuffle)
-        return self.generator.make_batch(index)
-

@@ -178,11 +178,11 @@ class ImageSource:
         if request.augment is not None:
             with request.stage("augment"):
                 pairs = [pair for part in self.loader.in_threads(n, lambda a, b: [
-                    request.augment(out[k], request.positions[k],
+                    request.augmented(out[k], request.positions[k],
                                     None if masks is None else masks[k])
                     for k in range(a, b)]) for pair in part]
             with request.stage("assemble"):
-                assemble = default_assemble(request)
+                assemble = default_assemble(request, self.describe)
                 out = assemble([x for x, _ in pairs], request.indices)
                 if masks is not None:
                     masks = assemble([m for _, m in pairs], request.indices)
@@ -202,12 +202,12 @@ class ImageSource:
 
         def augmented(pixels, masks, k, row):
             with stage("augment"):
-                return request.augment(pixels[row], request.positions[k], masks[row])
+                return request.augmented(pixels[row], request.positions[k], masks[row])
 
         def put(k, sample, batch, rescale):
             sample = np.asarray(sample)
             if sample.shape != batch.shape[1:]:  # the error names the sample
-                batching.write(batch, k, sample, lambda: request.describe(int(indices[k])))
+                batching.write(batch, k, sample, lambda: self.describe(int(indices[k])))
             batching.convert_into(batch[k], sample, rescale)
 
         x0, m0 = augmented(*decoded(0, 1), 0, 0)

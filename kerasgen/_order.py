@@ -3,8 +3,9 @@
 `EpochOrder` is the index layer under a generator. It owns the seed, the current epoch,
 the offset (batches of the epoch consumed before a mid-epoch resume), the shard read,
 the epoch's plan (from the sampler, kept for one epoch at a time) and the state that
-`get_state` / `set_state` carry. It knows nothing of what a sample is: the generator asks
-it which samples batch `i` reads, then loads them.
+`get_state` / `set_state` carry. It knows nothing of what a sample is: `slice(i)` hands
+the batch maker a frozen `BatchSlice` of batch `i` (its samples, their places in the
+epoch, the seed and the epoch), which is all a batch is made from.
 
 The plan of epoch e is a pure function of (seed, e): the sampler's
 `plan(labels, seed, e, **context)`, with `kg.samplers.Shuffle` (shuffle=True) or
@@ -24,6 +25,7 @@ import os
 import reprlib
 import zlib
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -32,6 +34,31 @@ from kerasgen import _seeding as seeding
 from kerasgen import samplers as samplers_mod
 
 REQUIRED = ("epoch", "seed", "num_samples")  # what set_state needs of a state
+
+
+@dataclass(frozen=True)
+class BatchSlice:
+    """Batch `number` of the plan of `epoch`, as frozen data: what `_making.BatchMaker`
+    makes a batch from, wherever it is made.
+
+    Attributes:
+        number: the batch in the whole epoch's plan (it keys the batch's draws).
+        indices: its samples, in batch order.
+        positions: their places in the epoch (they key each sample's draws).
+        partners, lams: SMOTE's partners and blend factors (None: no synthetic sample).
+        seed, epoch: the generator's seed and the batch's epoch.
+        coming: the samples of the next batches (partners included), for a source that
+            fetches remote objects ahead (None: not asked for).
+    """
+
+    number: int
+    indices: np.ndarray
+    positions: np.ndarray
+    partners: "np.ndarray | None"
+    lams: "np.ndarray | None"
+    seed: int
+    epoch: int
+    coming: "np.ndarray | None" = None
 
 
 def check_features(features, num_samples):
@@ -167,6 +194,21 @@ class EpochOrder:
         number = self.global_batch(index)
         start = number * self.batch_size
         return (number,) + self.plan().batch(start, start + self.batch_size)
+
+    def slice(self, index, foresee=0):
+        """Local batch `index` as a `BatchSlice`, with the samples of the `foresee`
+        batches after it as `coming` (when foresee > 0)."""
+        number, indices, partners, lams = self.batch(index)
+        start = number * self.batch_size
+        coming = None
+        if foresee:
+            later = [self.batch(b)[1:3] for b in range(
+                index + 1, min(index + 1 + foresee, self.num_batches()))]
+            coming = np.concatenate([np.asarray([], "int64")] + [
+                ahead if partners_ is None else np.concatenate(
+                    [ahead, partners_[partners_ >= 0]]) for ahead, partners_ in later])
+        return BatchSlice(number, indices, np.arange(start, start + len(indices)),
+                          partners, lams, self.seed, self.epoch, coming)
 
     # ----------------------------------------------------------------- moving
     def next_epoch(self):

@@ -74,7 +74,7 @@ class PairedSource(ImageSource):
             self.target_loader.load_into(index, target)
             return
         except (ValueError, FileNotFoundError):
-            if self.loader.on_error == "raise" or request.substitutes is None:
+            if self.loader.on_error == "raise":
                 raise
         candidates, group = request.substitutes(index)
         for other in candidates:
@@ -85,7 +85,7 @@ class PairedSource(ImageSource):
             except (ValueError, FileNotFoundError):
                 continue
         raise ValueError(f"No pair of good files in {group} to stand in for "
-                         f"{request.describe(index)}, whose files are bad.")
+                         f"{self.describe(index)}, whose files are bad.")
 
     def load_batch(self, request: BatchRequest) -> tuple[Any, Any]:
         """(inputs, targets) of `request`, each pair decoded, augmented with the same
@@ -106,15 +106,15 @@ class PairedSource(ImageSource):
                     self._load_pair(int(indices[k]), x, y, request)
                 if request.augment is not None:
                     with request.stage("augment"):
-                        x, held = request.augment(x, int(request.positions[k]),
-                                                  TargetImage(y))
+                        x, held = request.augmented(x, request.positions[k],
+                                                    TargetImage(y))
                         y = held.image
                 done.append((x, y))
             return done
 
         pairs = [pair for part in self.loader.in_threads(len(indices), chunk) for pair in part]
         with request.stage("assemble"):
-            assemble = default_assemble(request)
+            assemble = default_assemble(request, self.describe)
             x = assemble([np.asarray(x) for x, _ in pairs], indices)
             y = assemble([np.asarray(y) for _, y in pairs], indices)
             return (batching.convert(x, request.dtype, request.rescale, request.buffers),

@@ -7,13 +7,14 @@ batch of 64 photos at 180x180 is 25 MB pickled, piped and unpickled) and forks t
 training process, TensorFlow's or JAX's threads included. Here:
 
 - Workers start with forkserver (spawn where there is none), never as a fork of the
-  training process. They never run the user's script: the generator reaches them pickled
+  training process. They never run the user's script: what makes the batches (the
+  generator's batch maker and order, `_feeding.Recipe`) reaches them pickled
   by reference where a worker can import what it names (classes and functions of
   modules), and by value (cloudpickle) where it cannot: anything of `__main__` (a
   notebook cell, a script, stdin, `python -c`), a class defined inside a function, a
   lambda or closure. So no `if __name__ == "__main__":` guard is needed, and a notebook's
   classes work. What cannot be pickled either way is an error naming the attribute,
-  raised before the first batch (`pickle_generator`).
+  raised before the first batch (`pickle_work`).
 - Workers ignore SIGINT: an interrupt (Ctrl-C, a notebook's stop button, which signals
   the kernel's process group) reaches the training loop, which ends them; a parent that
   is gone ends them at their next read of the pipe, without a traceback.
@@ -40,8 +41,9 @@ training process, TensorFlow's or JAX's threads included. Here:
   kerasgen's workers (multiprocessing's own `pymp-*` folder would stay forever). The
   shared memory is anonymous: nothing in /dev/shm outlives a process.
 
-Batch `index` of `epoch` is a pure function of the generator, its seed, the epoch and the
-resume offset, so a task carries just those numbers.
+Batch `index` of `epoch` is a pure function of the maker, the seed, the epoch and the
+resume offset, so a task carries just those numbers (`work.batch(epoch, offset, index,
+seed, batch_shuffle)` makes it in the worker).
 """
 
 import contextlib
@@ -215,8 +217,10 @@ def _lock(fd, wait):
 
 
 class WorkerPool:
-    """`count` processes making batches of a copy of `generator` (pickled when they
-    start): `submit(epoch, offset, index, seed)` returns a Future of the batch.
+    """`count` processes making batches with a copy of `work` (pickled when they start;
+    `work.batch(epoch, offset, index, seed, batch_shuffle)` makes one, see
+    `_feeding.Recipe`), for the generator called `name` in errors:
+    `submit(epoch, offset, index, seed)` returns a Future of the batch.
 
     The processes start on the first submit and end on `stop()`, or `stop_later()`: the
     generator calls it at the end of each epoch, and the processes end IDLE_S seconds
@@ -228,10 +232,10 @@ class WorkerPool:
     The fork server stays. The slots stay from epoch to epoch.
     """
 
-    def __init__(self, generator, count):
+    def __init__(self, work, count, name):
         self.count = count
-        self.payload, self.fds = pickle_generator(generator)
-        self.name = type(generator).__name__
+        self.payload, self.fds = pickle_work(work, name)
+        self.name = name
         self.lock = threading.Lock()
         self._ending = threading.Lock()  # held while a crew stops
         self.slots = []
@@ -328,40 +332,61 @@ class WorkerPool:
             self.slot_size = max(self.slot_size, -(-needed // mmap.PAGESIZE) * mmap.PAGESIZE)
 
 
-def pickle_generator(generator):
-    """(payload, file descriptors of the shared caches it names): `generator` pickled for
-    the worker processes, by reference, or by value (cloudpickle) where a worker could
-    not import what the pickle names (see the module docstring). A TypeError naming the
-    attributes that neither can pickle."""
+def pickle_work(work, name):
+    """(payload, file descriptors of the shared caches it names): `work` pickled for the
+    worker processes, by reference, or by value (cloudpickle) where a worker could not
+    import what the pickle names (see the module docstring). A TypeError naming the
+    attributes that neither can pickle (of the generator called `name`, or of the
+    kerasgen objects it holds)."""
     import cloudpickle
 
     with _shm.passing_fds([]) as fds:  # shared caches pass their memory along
         try:
-            payload = pickle.dumps(generator, protocol=pickle.HIGHEST_PROTOCOL)
+            payload = pickle.dumps(work, protocol=pickle.HIGHEST_PROTOCOL)
         except (pickle.PicklingError, AttributeError, TypeError):
             payload = None  # a lambda, a local class: by value
         if payload is None or b"__main__" in payload:
             try:
-                payload = cloudpickle.dumps(generator, protocol=pickle.HIGHEST_PROTOCOL)
+                payload = cloudpickle.dumps(work, protocol=pickle.HIGHEST_PROTOCOL)
             except Exception as error:  # noqa: BLE001 - named, with what to do
-                raise _unpicklable(generator, error) from error
+                raise _unpicklable(work, name, error) from error
     return payload, fds
 
 
-def _unpicklable(generator, error):
+def _culprits(obj, seen=None):
+    """The names of `obj`'s attributes that cannot be pickled, looked for inside the
+    kerasgen objects it holds (a maker's source, a subclass's generator): the user's
+    own attributes, not the kerasgen objects around them (each looked in once)."""
     import cloudpickle
 
+    seen = set() if seen is None else seen
+    seen.add(id(obj))
+    state = obj.__getstate__() if hasattr(obj, "__getstate__") else vars(obj)
     names = []
-    for name, value in generator.__getstate__().items():  # what pickling sends
+    for name, value in (state.items() if isinstance(state, dict) else ()):
+        holder = getattr(value, "__self__", value)  # a bound method: its object
+        if _ours(holder) and id(holder) in seen:
+            continue
         try:
             cloudpickle.dumps(value)
         except Exception:  # noqa: BLE001 - any failure names the attribute
-            names.append(name)
-    cls = type(generator).__name__
+            inner = _culprits(holder, seen) if _ours(holder) else []
+            names.extend(inner or [name])
+    return names
+
+
+def _ours(value):
+    """Whether `value` is an object of kerasgen's (a generator subclass included)."""
+    return hasattr(value, "__dict__") and any(
+        c.__module__.split(".")[0] == "kerasgen" for c in type(value).__mro__)
+
+
+def _unpicklable(work, name, error):
+    names = list(dict.fromkeys(_culprits(work)))
     what = (f"its attribute{'s' if len(names) > 1 else ''} "
             f"{', '.join(repr(n) for n in names)}" if names else "it")
     return TypeError(
-        f"{cls} cannot be sent to worker processes (use_multiprocessing=True): {what} "
+        f"{name} cannot be sent to worker processes (use_multiprocessing=True): {what} "
         f"cannot be pickled ({type(error).__name__}: {error}). Open files, locks, "
         "database connections and models cannot cross processes: create them in "
         "load_sample (once per process), or use worker threads "
@@ -674,15 +699,16 @@ def _serve(conn):
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent ends us (module docstring)
     payload = conn.recv_bytes()
     fds = [reduction.recv_handle(conn) for _ in range(conn.recv())]
-    generator, failed = None, None
+    work, failed = None, None
     try:
         with _shm.passing_fds(fds), _quiet.tensorflow_quiet(default_level=None):
-            generator = pickle.loads(payload)  # it works nothing ahead: see _feeding
+            work = pickle.loads(payload)
     except Exception as error:  # noqa: BLE001 - any failure is every task's error
         failed = error
         if hasattr(error, "add_note"):
-            error.add_note("kerasgen: a worker process could not rebuild the generator from "
-                           "its pickle (a module it names may not be importable there).")
+            error.add_note("kerasgen: a worker process could not rebuild the generator's "
+                           "batch maker from its pickle (a module it names may not be "
+                           "importable there).")
     slots = {}
     while True:
         try:
@@ -700,8 +726,7 @@ def _serve(conn):
         try:
             if failed is not None:
                 raise failed
-            batch = generator._feeding.worker_batch(epoch, offset, index, seed,
-                                                    batch_shuffle)
+            batch = work.batch(epoch, offset, index, seed, batch_shuffle)
             layout, needed = _layout(batch)
             memory = slots[slot]
             if needed <= len(memory):

@@ -3,28 +3,33 @@
 A generator takes a finished source (`kerasgen.sources`: how many samples there are,
 their labels, how to load sample i), or, for a subclass, says the same itself
 (`num_samples`, `labels`, `load_sample`). `__init__` makes one object per stage from the
-arguments it owns: the targets (`_labels.Targets`), the epochs' order
-(`_order.EpochOrder`), the making of a batch (`_making.BatchMaker`) and where batches are
-made (`_feeding.Feeding`). What stays here is the PyDataset face (`len`, `gen[i]`),
-Keras's epoch lifecycle, views (`shard`, `at_epoch`) and the hooks a subclass fills or
-calls. See docs/architecture.md.
+arguments it owns: where batches are made (`_feeding.Placement`), the targets
+(`_labels.Targets`), the recipe of a batch (`_making.BatchMaker`: the source, targets,
+augmentation, buffers, timings), the epochs' order (`_order.EpochOrder`) and the feeding
+(`_feeding.Feeding`, which takes the maker and the order). `gen[i]` goes one way down
+from here: feeding, maker, source, loader; nothing below calls back into the generator.
+What stays here is the PyDataset face (`len`, `gen[i]`), Keras's epoch lifecycle, views
+(`shard`, `at_epoch`), state, and the default hooks a subclass calls (a subclass that
+fills a hook loads through `_hooks.HookSource`). See docs/architecture.md.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from keras.utils import PyDataset
 
-from kerasgen import _checks, _feeding, _keras_compat, _making, _malloc, _order
+from kerasgen import _checks, _feeding, _hooks, _keras_compat, _making, _malloc, _order
 from kerasgen import sources as sources_mod
 from kerasgen import _batching as batching
 from kerasgen import _labels as labels_mod
 from kerasgen import _seeding as seeding
 from kerasgen import _stats as stats_mod
 from kerasgen import samplers as samplers_mod
+from kerasgen._augmenting import Augmentation
 from kerasgen._image_source import check_rescale
 from kerasgen._typing import BatchAugmentSteps
 
@@ -34,28 +39,6 @@ if TYPE_CHECKING:
 
 AUTO = "auto"
 _NOT_SET = object()  # no `self.labels` assigned by a subclass
-
-
-class _SubclassSource:
-    """The source of a subclass that says itself what its samples are (`num_samples`,
-    `labels`, its own `load_sample` and `describe_sample`)."""
-
-    def __init__(self, owner: str, num_samples: int, labels: Any) -> None:
-        self.owner = owner
-        self.num_samples = _checks.non_negative_int("num_samples", num_samples)
-        self.labels = labels
-        self.class_names = None
-
-    def __len__(self) -> int:
-        return self.num_samples
-
-    def describe(self, index: int) -> str:
-        return f"sample {index}"
-
-    def load(self, index: int) -> Any:
-        raise NotImplementedError(
-            f"{self.owner} must implement load_sample(index) -> x or (x, y)."
-        )
 
 
 class Generator(PyDataset):
@@ -164,16 +147,13 @@ class Generator(PyDataset):
                  **unknown: Any) -> None:
         if unknown:
             _checks.unknown_arguments(self, unknown)
-        workers = _checks.non_negative_int("workers", workers)
-        super().__init__(
-            workers=workers,
-            # as Keras reads them: no worker (workers=0) starts no process either
-            use_multiprocessing=bool(use_multiprocessing) and workers > 0,
-            max_queue_size=_checks.non_negative_int("max_queue_size", max_queue_size),
-        )
-        source = self._source(source, num_samples, labels)
-        if self.use_multiprocessing:  # an image source's memory cache then shared
-            source = sources_mod.for_processes(source, self.workers)
+        placement = _feeding.Placement(workers, use_multiprocessing, max_queue_size,
+                                       prefetch, self.prefetch_auto, self.ahead_threads)
+        super().__init__(workers=placement.workers,
+                         use_multiprocessing=placement.processes,  # as Keras reads them
+                         max_queue_size=placement.max_queue_size)
+        # an image source's memory cache shared with the worker processes
+        source = placement.share(self._source(source, num_samples, labels))
         self.source: Any = source  # a sources.Source (typed Any for subclasses' kinds)
         self.num_samples = len(source)
         self.batch_size = _checks.positive_int("batch_size", batch_size)
@@ -189,9 +169,14 @@ class Generator(PyDataset):
         if self._stats is not None and hasattr(source, "listing_s"):
             self._stats.add("list", source.listing_s)
         self._maker = _making.BatchMaker(
-            self._targets, self._stats, augment, batch_augment, label_mode,
-            self.use_multiprocessing,
-            foresight=isinstance(source, sources_mod.PrefetchingSource) and source.remote)
+            self._batch_source(), self._targets, name=type(self).__name__,
+            dtype=self.dtype, rescale=self.__dict__.get("_rescale", getattr(
+                source, "rescale", None)),
+            augment=None if augment is None else Augmentation(
+                augment, label_mode, one_shape=self.batch_size > 1),
+            batch_augment=batch_augment, label_mode=label_mode, timings=self._stats)
+        placement.check(self._maker)
+        self._placement = placement
         self._features = _order.check_features(features, self.num_samples)
         self._epoch_open = False
         # (epoch, seed) the last `for batch in gen` pass began at
@@ -199,8 +184,7 @@ class Generator(PyDataset):
         self._short_epoch_done = False  # a resumed, shortened epoch just ended in fit
         self.fit_wait_s = None  # set by kg.callbacks.PipelineStats each epoch
         _order.check_shards(num_shards, shard_index)
-        self.prefetch = _feeding.prefetch_depth(prefetch, self.prefetch_auto)
-        self._buffers = batching.BufferPool()  # batch arrays, reused when Keras let go
+        self.prefetch = placement.prefetch
         self._order = self._epoch_order(sampler, seed)
         if num_shards is not None:
             self._order = self._order.sharded(num_shards, shard_index)
@@ -238,13 +222,22 @@ class Generator(PyDataset):
             if num_samples is None:
                 raise TypeError(f"{type(self).__name__} needs `source` (a kerasgen source), "
                                 "or `num_samples` with a load_sample method.")
-            return _SubclassSource(type(self).__name__, num_samples, labels)
+            return _hooks.CountedSamples(type(self).__name__, num_samples, labels)
         if num_samples is not None or labels is not None:
             raise TypeError(
                 "`source` holds the samples and their labels: pass no `num_samples` or "
                 f"`labels` with it. Received: num_samples={num_samples!r}, labels="
                 f"{'None' if labels is None else '<given>'}.")
         return sources_mod.check(source)
+
+    def _batch_source(self) -> Any:
+        """What the batch maker loads from: the source, or where this class fills a hook
+        (or says itself what its samples are), the hooks over it."""
+        cls = type(self)
+        if isinstance(self.source, _hooks.CountedSamples) or any(
+                getattr(cls, name) is not getattr(Generator, name) for name in _hooks.HOOKS):
+            return _hooks.HookSource(self, self.source)
+        return self.source
 
     def _epoch_order(self, sampler: Any, seed: int) -> _order.EpochOrder:
         context = None
@@ -254,13 +247,14 @@ class Generator(PyDataset):
             self.num_samples, self.batch_size, sampler=sampler, shuffle=self.shuffle,
             seed=seed, drop_remainder=self.drop_remainder,
             labels=self._targets.class_ids,
-            context=context, prepare=self.use_multiprocessing)
+            context=context, prepare=self._placement.processes)
         order.file_paths = sources_mod.file_paths_of(self.source)  # states record them
         return order
 
     def _new_feeding(self, ahead: bool = True) -> _feeding.Feeding:
-        return _feeding.Feeding(self, self._order, pace=getattr(self.source, "pace", None),
-                                ahead=ahead)
+        return _feeding.Feeding(self._maker, self._order, self._placement,
+                                pace=getattr(self.source, "pace", None), ahead=ahead,
+                                name=type(self).__name__)
 
     # ----------------------------------------------------------------- the source
     def load_sample(self, index: int) -> Any:
@@ -272,20 +266,19 @@ class Generator(PyDataset):
         """How error messages name sample `index` (a file, a row...)."""
         return self.source.describe(index)
 
-    def foresee(self, indices: np.ndarray) -> None:
-        """Samples `indices` come soon: a source reading remote objects starts fetching
-        them."""
-        if isinstance(self.source, sources_mod.PrefetchingSource):
-            self.source.prefetch(indices)
-
     @property
     def rescale(self) -> float | None:
         """The factor applied when batches convert to a float dtype (the source's)."""
+        maker = self.__dict__.get("_maker")
+        if maker is not None:
+            return maker.rescale
         return self.__dict__.get("_rescale", getattr(self.source, "rescale", None))
 
     @rescale.setter
     def rescale(self, value: float | None) -> None:
         self.__dict__["_rescale"] = check_rescale(value)
+        if "_maker" in self.__dict__:
+            self._maker.rescale = self.__dict__["_rescale"]
 
     # ----------------------------------------------------------------- what users read
     @property
@@ -497,8 +490,11 @@ class Generator(PyDataset):
     def make_batch(self, index: int) -> Any:
         """Batch `index` of the current epoch, made here and now (no work-ahead, no
         worker): what `gen[index]` returns, the same bytes."""
-        return self._maker.make(self._order, index, self)
+        return self._feeding.make(index)
 
+    # ----------------------------------------------------------------- default hooks
+    # A subclass that fills one of these loads through _hooks.HookSource, which calls
+    # them; a generator that fills none never comes here while making a batch.
     def load_batch(self, indices: np.ndarray, positions: np.ndarray,
                    partners: np.ndarray | None = None,
                    lams: np.ndarray | None = None) -> tuple[Any, Any]:
@@ -511,41 +507,47 @@ class Generator(PyDataset):
         one sample at a time, through `load_sample`, `augment_sample`, `assemble` and
         `finish_x`.
         """
-        request = self._request(indices, positions, partners, lams)
+        request = self._serving(indices, positions, partners, lams)
+        own_augment = type(self).augment_sample is not Generator.augment_sample
         if isinstance(self.source, sources_mod.BatchSource):
+            if own_augment and request.augment is not None:
+                request = dataclasses.replace(request, augment=_hooks.OwnAugment(self))
             return self.source.load_batch(request)
-        return sources_mod.load_each(request, self.load_sample, self.assemble,
-                                     self.finish_x)
+        augment = self.augment_sample if own_augment or request.augment else None
+        return sources_mod.load_each(request, self.load_sample, self.describe_sample,
+                                     self.assemble, self.finish_x, augment)
 
-    def _request(self, indices: np.ndarray, positions: np.ndarray,
+    def _serving(self, indices: np.ndarray, positions: np.ndarray,
                  partners: np.ndarray | None, lams: np.ndarray | None,
                  ) -> sources_mod.BatchRequest:
-        augment = None
-        if self._maker.sample_augment is not None or type(self).augment_sample is not (
-                Generator.augment_sample):
-            augment = self.augment_sample
-        return sources_mod.BatchRequest(
-            indices, positions, partners, lams, self.dtype, self.rescale, augment,
-            self.label_mode == "mask", self.seed, self._buffers, self._stage,
-            self.describe_sample, self._substitutes)
-
-    def _substitutes(self, index: int) -> tuple[np.ndarray, str]:
-        """What may stand in for a bad sample `index` (see `_making.stand_ins`)."""
-        return _making.stand_ins(self._targets, self.num_samples, self.seed, index)
+        """The request of the batch being made on this thread (the current epoch's, for
+        a hook called by hand)."""
+        maker, order = self._maker, self._order
+        serving = getattr(maker.source, "serving", None)
+        request = None if serving is None else serving(indices, positions, partners, lams)
+        if request is None:
+            request = maker.request(np.asarray(indices), np.asarray(positions), partners,
+                                    lams, order.seed, order.epoch)
+        return request
 
     def assemble(self, samples: Sequence[Any], indices: np.ndarray) -> Any:
         """Writes same-shaped samples into one preallocated batch."""
-        return sources_mod.assemble(samples, indices, self._buffers, self.describe_sample)
+        return sources_mod.assemble(samples, indices, self._maker.buffers,
+                                    self.describe_sample)
 
     def augment_sample(self, x: Any, position: int,
                        mask: np.ndarray | None = None) -> tuple[Any, Any]:
         """Returns (x, mask) augmented with draws from (seed, epoch, position)."""
-        order = self._order
-        return self._maker.augment_sample(x, order.seed, order.epoch, position, mask)
+        augment = self._maker.augment
+        if augment is None:
+            return x, mask
+        request = self._serving(np.asarray([], "int64"), np.asarray([position]), None, None)
+        return augment.apply(x, request.seed, request.epoch, int(position), mask,
+                             request.dtype, request.rescale)
 
     def finish_x(self, x_batch: Any) -> Any:
         """Converts an assembled batch to `dtype` in one vectorised step."""
-        return batching.convert(x_batch, self.dtype, self.rescale, self._buffers)
+        return batching.convert(x_batch, self.dtype, self.rescale, self._maker.buffers)
 
     @property
     def sampler_features(self) -> Any:
@@ -568,9 +570,6 @@ class Generator(PyDataset):
         make their batches elsewhere: there `made` and the stages stay 0. `reset=True`
         starts a new count after reading."""
         return stats_mod.report(self._stats, self.fit_wait_s, reset)
-
-    def _stage(self, name: str) -> Any:
-        return stats_mod.stage(self._stats, name)
 
     @property
     def timings(self) -> stats_mod.BatchTimings | None:

@@ -15,7 +15,7 @@ import numpy as np
 import numpy.typing as npt
 
 from kerasgen import _batching as batching
-from kerasgen import _checks, _remote
+from kerasgen import _checks, _feeding, _remote
 from kerasgen import _images as images
 from kerasgen import _listing as listing
 from kerasgen import sources
@@ -264,11 +264,9 @@ def image_source(paths: list[str], labels: Any, class_names: Any, common: dict[s
 
 
 def _processes(common: dict[str, Any]) -> int | None:
-    """The worker processes `common` asks for (None: none)."""
-    workers = common.get("workers", 1)  # Generator checks it; Keras reads 0 as no process
-    if common.get("use_multiprocessing") and isinstance(workers, int) and workers > 0:
-        return workers
-    return None
+    """The worker processes `common` asks for (None: none), as _feeding decides."""
+    return _feeding.worker_processes(common.get("workers", 1),
+                                     common.get("use_multiprocessing", False))
 
 
 def _check_pairing(target_dir: Any, target_image_size: Any, target_color_mode: Any,

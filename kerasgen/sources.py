@@ -49,6 +49,8 @@ import numpy as np
 
 from kerasgen import _batching as batching
 from kerasgen import _checks
+from kerasgen import _seeding as seeding
+from kerasgen import _stats as stats
 
 __all__ = ["ArraySource", "BatchRequest", "BatchSource", "Source", "concatenate", "zip"]
 
@@ -79,41 +81,80 @@ class Source(Protocol):
 
 @dataclass(frozen=True)
 class BatchRequest:
-    """What a source's `load_batch` is asked for, and what it may use to answer.
+    """What a source's `load_batch` is asked for: data only, no callback into the
+    generator.
 
     Attributes:
         indices: the samples of the batch, in batch order.
         positions: their places in the epoch (they key the augmentation's draws).
         partners, lams: SMOTE: where partners[k] >= 0, row k is synthetic,
             x_k + lams[k] * (x_partner - x_k), made before augmentation (None: none).
-        dtype, rescale: the batch's dtype ("float32", "float16", "uint8", None: the
-            samples' own) and the factor applied when converting to a float dtype.
-        augment: `augment(x, position, mask) -> (x, mask)`, or None (no augmentation).
+        dtype, rescale: the batch's dtype ("float32", "float16", "uint8", "uint16",
+            None: the samples' own) and the factor applied when converting to a float
+            dtype.
+        augment: the augmentation stage (`_augmenting.Augmentation`), or None; a source
+            calls `request.augmented(x, position, mask)`.
         with_masks: the samples' y is a segmentation mask, augmented with x.
-        seed: the generator's seed (it keys any choice a source makes, such as the
-            stand-in of a bad file).
+        seed, epoch: the generator's seed and the batch's epoch (they key every draw,
+            and the stand-in of a bad file).
         buffers: the batch-array pool (`_batching.BufferPool`): batches allocated there
             are reused once Keras lets go of them.
-        stage: `stage(name)`, a context adding its time to the generator's stats.
-        describe: names sample i in errors (the generator's `describe_sample`).
-        substitutes: `substitutes(i) -> (indices, what they are called)`: the samples
-            that may stand in for a bad sample i (on_error="skip"), in order: the other
-            samples of its class, permuted by (seed, i).
+        timings: the generator's `_stats.BatchTimings` (stats=True), or None; a source
+            times its stages with `request.stage(name)`.
+        class_ids, class_names, num_samples: what picks the stand-ins of a bad sample
+            (on_error="skip", `request.substitutes(i)`): the other samples of its class
+            (all samples where there are no class ids).
+        window: (start, end): this request is a part's, holding samples start..end of
+            the whole (a concatenation's part), numbered from 0 in it.
     """
 
     indices: np.ndarray
     positions: np.ndarray
-    partners: np.ndarray | None
-    lams: np.ndarray | None
-    dtype: str | None
-    rescale: float | None
-    augment: Callable[[Any, int, Any], tuple[Any, Any]] | None
-    with_masks: bool
-    seed: int
-    buffers: batching.BufferPool
-    stage: Callable[[str], AbstractContextManager[object]]
-    describe: Callable[[int], str]
-    substitutes: Callable[[int], tuple[np.ndarray, str]] | None = None
+    partners: np.ndarray | None = None
+    lams: np.ndarray | None = None
+    dtype: str | None = "float32"
+    rescale: float | None = None
+    augment: Any = None
+    with_masks: bool = False
+    seed: int = 0
+    epoch: int = 0
+    buffers: batching.BufferPool = dataclasses.field(default_factory=batching.BufferPool)
+    timings: Any = None
+    class_ids: np.ndarray | None = None
+    class_names: Sequence[str] | None = None
+    num_samples: int | None = None
+    window: tuple[int, int | None] = (0, None)
+
+    def stage(self, name: str) -> AbstractContextManager[object]:
+        """A context adding its time to stage `name` of the generator's stats."""
+        return stats.stage(self.timings, name)
+
+    def augmented(self, x: Any, position: int, mask: Any = None) -> tuple[Any, Any]:
+        """(x, mask) augmented with the draws of (seed, epoch, position)."""
+        return self.augment.apply(x, self.seed, self.epoch, int(position), mask,
+                                  self.dtype, self.rescale)
+
+    def substitutes(self, index: int) -> tuple[np.ndarray, str]:
+        """What may stand in for a bad sample `index` (numbered in this request's
+        window), in order: the other samples of its class, permuted by (seed, index)
+        alone, so every worker picks the same one; and what they are called in an
+        error."""
+        start, end = self.window
+        whole = index + start
+        labels = self.class_ids
+        if labels is not None:
+            candidates = np.flatnonzero(labels == labels[whole])
+        else:
+            candidates = np.arange(self.num_samples or 0)
+        candidates = candidates[candidates != whole]
+        group = (f"class {self.class_names[labels[whole]]!r}" if labels is not None
+                 and self.class_names else "the dataset")
+        candidates = seeding.rng(self.seed, seeding.SKIP, whole).permutation(candidates)
+        if start or end is not None:  # a part's own samples only
+            inside = (candidates >= start) & (candidates < (
+                end if end is not None else np.iinfo(np.int64).max))
+            candidates = candidates[inside] - start
+        return candidates, group
 
     def part(self, rows: np.ndarray, indices: np.ndarray, start: int = 0,
              end: int | None = None) -> BatchRequest:
@@ -122,23 +163,11 @@ class BatchRequest:
         partners = None if self.partners is None else self.partners[rows]
         if partners is not None and start:
             partners = np.where(partners >= 0, partners - start, -1)
-        substitutes = self.substitutes
-        if substitutes is not None and (start or end is not None):
-            substitutes = _within(substitutes, start, end)
+        base = self.window[0]
         return dataclasses.replace(
             self, indices=indices, positions=self.positions[rows], partners=partners,
-            lams=None if self.lams is None else self.lams[rows], substitutes=substitutes)
-
-
-def _within(substitutes: Callable[[int], tuple[np.ndarray, str]], start: int,
-            end: int | None) -> Callable[[int], tuple[np.ndarray, str]]:
-    """`substitutes` of a part holding samples start..end: its own samples only."""
-    def local(index: int) -> tuple[np.ndarray, str]:
-        candidates, group = substitutes(index + start)
-        inside = (candidates >= start) & (candidates < (end if end is not None else
-                                                        np.iinfo(np.int64).max))
-        return candidates[inside] - start, group
-    return local
+            lams=None if self.lams is None else self.lams[rows],
+            window=(base + start, None if end is None else base + end))
 
 
 @runtime_checkable
@@ -167,16 +196,23 @@ class PrefetchingSource(Source, Protocol):
 
 
 def load_each(request: BatchRequest, load: Callable[[int], Any],
+              describe: Callable[[int], str],
               assemble: Callable[[Sequence[Any], np.ndarray], Any] | None = None,
-              finish: Callable[[Any], Any] | None = None) -> tuple[Any, Any]:
+              finish: Callable[[Any], Any] | None = None,
+              augment: Callable[[Any, int, Any], tuple[Any, Any]] | None = None,
+              ) -> tuple[Any, Any]:
     """A batch made one sample at a time: each loaded (`load(i)` -> x or (x, y)),
-    blended with its SMOTE partner, augmented, then the batch assembled and converted
-    (`assemble(samples, indices)`, `finish(x)`; by default into `request.buffers`)."""
+    blended with its SMOTE partner, augmented (`augment(x, position, mask)`, by default
+    `request.augmented` where the request has an augmentation), then the batch
+    assembled and converted (`assemble(samples, indices)`, `finish(x)`; by default into
+    `request.buffers`, a sample of another shape named by `describe(i)`)."""
     if assemble is None:
-        assemble = default_assemble(request)
+        assemble = default_assemble(request, describe)
     if finish is None:
         def finish(x: Any) -> Any:
             return batching.convert(x, request.dtype, request.rescale, request.buffers)
+    if augment is None and request.augment is not None:
+        augment = request.augmented
     xs, ys = [], []
     partners, lams = request.partners, request.lams
     for k, (index, position) in enumerate(zip_(request.indices, request.positions)):
@@ -187,12 +223,12 @@ def load_each(request: BatchRequest, load: Callable[[int], Any],
                 other = load(int(partners[k]))
                 other = other[0] if isinstance(other, tuple) else other
                 x = batching.blend(x, other, lams[k])
-        if request.augment is not None:
+        if augment is not None:
             with request.stage("augment"):
                 if request.with_masks:
-                    x, y = request.augment(x, int(position), y)
+                    x, y = augment(x, int(position), y)
                 else:
-                    x, _ = request.augment(x, int(position), None)
+                    x, _ = augment(x, int(position), None)
         xs.append(x)
         ys.append(y)
     with request.stage("assemble"):
@@ -210,10 +246,10 @@ def assemble(samples: Sequence[Any], indices: np.ndarray, buffers: batching.Buff
     return batch
 
 
-def default_assemble(request: BatchRequest) -> Callable[[Sequence[Any], np.ndarray], Any]:
-    """`assemble` into `request.buffers`, naming samples by `request.describe`."""
-    return lambda samples, indices: assemble(samples, indices, request.buffers,
-                                             request.describe)
+def default_assemble(request: BatchRequest, describe: Callable[[int], str],
+                     ) -> Callable[[Sequence[Any], np.ndarray], Any]:
+    """`assemble` into `request.buffers`, naming samples by `describe`."""
+    return lambda samples, indices: assemble(samples, indices, request.buffers, describe)
 
 
 def features_of(source: Any) -> Any:
@@ -338,7 +374,7 @@ class ArraySource:
         """Rows taken in one vectorised step per array (sample by sample when
         augmenting)."""
         if request.augment is not None:
-            return load_each(request, self.load)
+            return load_each(request, self.load, self.describe)
         indices = request.indices
         x: Any
         with request.stage("read"):
@@ -520,7 +556,7 @@ class ConcatSource:
         crossing = partners is not None and bool(np.any(
             (partners >= 0) & (self.parts_of(partners) != part_of)))
         if crossing:
-            return load_each(request, self.load)
+            return load_each(request, self.load, self.describe)
         pieces = []
         for part in sorted(set(part_of.tolist())):
             rows = np.flatnonzero(part_of == part)
@@ -528,9 +564,9 @@ class ConcatSource:
             sub = request.part(rows, request.indices[rows] - start, start, end)
             source = self.parts[part]
             loaded = (source.load_batch(sub) if isinstance(source, BatchSource)
-                      else load_each(sub, source.load))
+                      else load_each(sub, source.load, source.describe))
             pieces.append((rows, loaded))
-        return _scatter(pieces, len(request.indices), request)
+        return _scatter(pieces, len(request.indices), request, self.describe)
 
 
 def _sample_shape(part: Any) -> tuple[int, ...] | None:
@@ -591,7 +627,7 @@ def _joined(parts: list[Any]) -> Any:
 
 
 def _scatter(pieces: list[tuple[np.ndarray, tuple[Any, Any]]], n: int,
-             request: BatchRequest) -> tuple[Any, Any]:
+             request: BatchRequest, describe: Callable[[int], str]) -> tuple[Any, Any]:
     """One batch of `n` rows from (rows, (x, y)) pieces."""
     def gather(values: list[tuple[np.ndarray, Any]]) -> Any:
         first = values[0][1]
@@ -605,7 +641,7 @@ def _scatter(pieces: list[tuple[np.ndarray, tuple[Any, Any]]], n: int,
             if np.shape(value)[1:] != out.shape[1:]:
                 raise ValueError(
                     "Every sample of a batch must have the same shape. Received: shape "
-                    f"{np.shape(value)[1:]} for {request.describe(int(request.indices[rows[0]]))}, "
+                    f"{np.shape(value)[1:]} for {describe(int(request.indices[rows[0]]))}, "
                     f"but {out.shape[1:]} for another part's samples. Give the parts of "
                     "a concatenation one image_size (or sample shape).")
             out[rows] = value
@@ -681,12 +717,13 @@ class ZipSource:
         own `rescale`); with augmentation, which sees the whole sample, sample by
         sample, each part's x converted with its `rescale`."""
         if request.augment is not None:
-            return load_each(request, self.load, finish=self._finish(request))
+            return load_each(request, self.load, self.describe,
+                             finish=self._finish(request))
         xs, y = [], None
         for part in self.parts:
             own = dataclasses.replace(request, rescale=getattr(part, "rescale", None))
             x, part_y = (part.load_batch(own) if isinstance(part, BatchSource)
-                         else load_each(own, part.load))
+                         else load_each(own, part.load, part.describe))
             xs.append(x)
             y = part_y if y is None else y
         return self._join(xs), y

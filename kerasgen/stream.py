@@ -41,12 +41,13 @@ import numpy as np
 from keras.utils import PyDataset
 
 from kerasgen import _batching as batching
-from kerasgen import _checks, _making, _remote
+from kerasgen import _checks, _remote
 from kerasgen import _images as images
 from kerasgen import _labels as labels_mod
 from kerasgen import _seeding as seeding
 from kerasgen import tfrecord as tfrecord_mod
 from kerasgen import webdataset as wds
+from kerasgen._augmenting import Augmentation
 from kerasgen._typing import ColorMode, DType, ImageSize, Interpolation
 
 # Seeding streams of their own (kerasgen._seeding numbers the others 0-6).
@@ -819,8 +820,7 @@ class StreamGenerator(PyDataset):
                                  host_index, num_streams)
         self.num_streams = self._order.num_streams
         self.num_hosts, self.host_index = self._order.num_hosts, self._order.host_index
-        self._maker = _making.BatchMaker(labels_mod.Targets(self.label_mode), augment=augment,
-                                         label_mode=self.label_mode)
+        self._augment = None if augment is None else Augmentation(augment, self.label_mode)
         self._streams = self._new_streams()
         self._offset = 0  # the batch gen[0] is (set_state moves it)
         self._setup()
@@ -954,7 +954,8 @@ class StreamGenerator(PyDataset):
             x, label = self.records.parse(raw, where)
             x = self._decode(x, where)
             try:
-                x, _ = self._maker.augment_sample(x, self.seed, 0, b * self.batch_size + n)
+                if self._augment is not None:
+                    x, _ = self._augment.apply(x, self.seed, 0, b * self.batch_size + n)
             except (ValueError, TypeError) as error:
                 named = getattr(error, "named", None)
                 if named is None:

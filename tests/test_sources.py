@@ -232,19 +232,12 @@ def test_a_concatenation_of_sources_is_reproducible_with_workers(image_folder):
 
 
 def _request(indices, **overrides):
-    from kerasgen import _batching, _stats
-
-    fields = dict(indices=np.asarray(indices), positions=np.arange(len(indices)),
-                  partners=None, lams=None, dtype="float32", rescale=None, augment=None,
-                  with_masks=False, seed=0, buffers=_batching.BufferPool(),
-                  stage=lambda name: _stats.stage(None, name), describe=str)
-    fields.update(overrides)
-    return kg.sources.BatchRequest(**fields)
+    return kg.sources.BatchRequest(np.asarray(indices), np.arange(len(indices)), **overrides)
 
 
 def test_stages_run_without_a_generator(image_folder):
-    """A source answers a BatchRequest alone; BatchMaker makes a batch from an order and
-    two hooks: no stage needs a whole generator."""
+    """A source answers a data-only BatchRequest alone; BatchMaker makes a batch from a
+    frozen slice of an order and a source: no stage needs a generator."""
     from kerasgen import _labels, _making, _order
     from kerasgen._image_source import ImageSource
     from kerasgen.loader import ImageLoader
@@ -260,16 +253,10 @@ def test_stages_run_without_a_generator(image_folder):
     mid = np.rint((source.load(0).astype(np.float32) + source.load(3)) / 2)
     np.testing.assert_array_equal(blended[1], mid.astype(np.uint8))
 
-    class Hooks:
-        def load_batch(self, indices, positions, partners=None, lams=None):
-            return indices.astype("float32")[:, None], None
-
-        def describe_sample(self, index):
-            return f"row {index}"
-
+    rows = kg.sources.ArraySource(np.arange(10, dtype="float32")[:, None])
     order = _order.EpochOrder(10, 4, shuffle=True, seed=3)
-    maker = _making.BatchMaker(_labels.encode(np.arange(10) % 2, "int"))
-    x, y = maker.make(order, 1, Hooks())
+    maker = _making.BatchMaker(rows, _labels.encode(np.arange(10) % 2, "int"))
+    x, y = maker.make(order.slice(1))
     np.testing.assert_array_equal(x[:, 0], order.epoch_plan()[4:8])
     np.testing.assert_array_equal(y, order.epoch_plan()[4:8] % 2)
 

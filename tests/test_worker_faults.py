@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 
 import kerasgen as kg
-from kerasgen import _workers
+from kerasgen import _feeding, _workers
 
 from .test_distributed import child_pids, multiprocessing_helper, worker_pids
 from .test_worker_processes import descendants, running
@@ -44,14 +44,15 @@ class Numbered(kg.Generator):
         time.sleep(self.delay)
         return np.full((4,), float(index), dtype="float32")
 
-    def make_batch(self, index):
+    def load_batch(self, indices, positions, partners=None, lams=None):
+        index = int(positions[0]) // self.batch_size  # no shard, resume or batch shuffle
         if index == self.slow:
             time.sleep(1.0)
         if index == self.fatal and multiprocessing.current_process().daemon:
             os.kill(os.getpid(), signal.SIGKILL)
         if index == self.broken:
             raise self.error(*self.args)
-        return super().make_batch(index)
+        return super().load_batch(indices, positions, partners, lams)
 
     def __getitem__(self, index):
         batch = super().__getitem__(index)
@@ -78,9 +79,9 @@ def _refuse():
 
 
 class WithUnrebuildable(Numbered):
-    def make_batch(self, index):
-        x, y = super().make_batch(index)
-        return (x, y, Unrebuildable()) if index == 2 else (x, y)
+    def load_batch(self, indices, positions, partners=None, lams=None):
+        x, y = super().load_batch(indices, positions, partners, lams)
+        return ((x, Unrebuildable()) if positions[0] == 2 * self.batch_size else x), y
 
 
 def tiny_model():
@@ -195,7 +196,8 @@ def test_what_a_worker_sent_before_it_died_is_delivered():
     from reading while the worker sends batches 2 and 3 and dies on batch 4."""
     gen = Numbered(batch_size=4, seed=2, shuffle=False, slow=1, fatal=4)
     expected = reference([(0, i) for i in range(5)], seed=2, batch_size=4, shuffle=False)
-    pool = _workers.WorkerPool(gen, 1)
+    pool = _workers.WorkerPool(_feeding.Recipe(gen._maker, gen._order.copy()), 1,
+                               "Numbered")
     try:
         np.testing.assert_array_equal(pool.submit(0, 0, 0, gen.seed).result(60)[0],
                                       expected[(0, 0)])

@@ -118,7 +118,9 @@ def test_what_cannot_cross_processes_is_named_before_the_first_batch():
     import threading
 
     class Holding(kg.ArrayGenerator):
-        pass
+        def load_sample(self, index):  # its loading is its own: the workers need it
+            with self.lock:
+                return super().load_sample(index)
 
     gen = Holding(X, Y, batch_size=4, workers=2, use_multiprocessing=True)
     gen.lock = threading.Lock()  # as a dataset holding a lock, a connection, a model
@@ -127,6 +129,24 @@ def test_what_cannot_cross_processes_is_named_before_the_first_batch():
     with pytest.raises(TypeError, match=r"Holding cannot be sent to worker processes .*"
                                         r"its attribute 'lock' cannot be pickled"):
         model.fit(gen, epochs=1, verbose=0)
+
+
+def test_workers_receive_the_maker_not_the_generator():
+    """A generator whose class fills no hook sends its batch maker and order to the
+    workers, not itself: what it holds beside its data need not cross processes."""
+    import threading
+
+    class Holding(kg.ArrayGenerator):
+        pass
+
+    gen = Holding(X, Y, batch_size=4, seed=1, workers=2, use_multiprocessing=True)
+    gen.lock = threading.Lock()  # never used to make a batch
+    same = Holding(X, Y, batch_size=4, seed=1)
+    try:
+        for b in range(len(same)):
+            np.testing.assert_array_equal(gen[b][0], same[b][0])
+    finally:
+        gen.on_epoch_end()
 
 
 INTERRUPTED = """
