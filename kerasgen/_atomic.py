@@ -1,5 +1,7 @@
 """Files put in place atomically, through a temporary file no one else can have planted."""
 
+from __future__ import annotations
+
 import contextlib
 import os
 import re
@@ -69,6 +71,7 @@ def replacing(path, mode="wb"):
     path = os.fspath(path)
     folder, name = os.path.split(os.path.abspath(path))
     _remove_orphans(folder, name)
+    fd: int | None  # None once the file object owns it
     fd, temporary = tempfile.mkstemp(dir=folder, prefix=f".{name}.{os.getpid()}.",
                                      suffix=".tmp")
     try:

@@ -54,7 +54,7 @@ class BufferPool:
         return {"keep": self.keep}
 
     def __setstate__(self, state):
-        self.__init__(state["keep"])
+        type(self).__init__(self, state["keep"])
 
 
 def batch_len(batch):

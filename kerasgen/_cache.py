@@ -5,6 +5,8 @@ augment. Rows are filled as batches load them; a row is marked filled only after
 pixels are written (and, in a file, its checksum).
 """
 
+from __future__ import annotations
+
 import errno
 import hashlib
 import importlib
@@ -15,7 +17,9 @@ import threading
 import warnings
 import weakref
 import zlib
+from collections.abc import Callable, Iterable, Sequence
 from types import ModuleType
+from typing import Any, NoReturn
 
 import numpy as np
 
@@ -35,18 +39,21 @@ def _optional_module(name: str) -> ModuleType | None:
 google_crc32c = _optional_module("google_crc32c")
 
 
-def crc32c(index, row):
+def crc32c(index: int, row: np.ndarray) -> int:
     """The checksum of sample `index`'s row: CRC32C of the index (8 bytes) and the row."""
+    assert google_crc32c is not None  # chosen as the checksum only where it is installed
     row = row.view()
     row.flags.writeable = False  # google_crc32c reads read-only buffers only
     return google_crc32c.extend(google_crc32c.value(index.to_bytes(8, "little")), row)
 
 
-def crc32(index, row):
+def crc32(index: int, row: np.ndarray) -> int:
     """As `crc32c`, with zlib's CRC32 (where google-crc32c's C code is not installed)."""
-    return zlib.crc32(row, zlib.crc32(index.to_bytes(8, "little")))
+    # numpy's stubs give an array the buffer protocol only from Python 3.12
+    return zlib.crc32(row, zlib.crc32(index.to_bytes(8, "little")))  # type: ignore[arg-type]
 
 
+_checksum: Callable[[int, np.ndarray], int]
 if google_crc32c is not None and google_crc32c.implementation == "c":
     CHECKSUM, _checksum = "crc32c", crc32c
 else:
@@ -55,7 +62,8 @@ else:
 FILE_FORMAT = 2  # 2: checksums after the flags (1: key, flags, samples)
 
 
-def cache_key(file_paths, shape, color_mode, interpolation, version=None):
+def cache_key(file_paths: Iterable[str], shape: Sequence[int], color_mode: str,
+              interpolation: str, version: Callable[[str], Any] | None = None) -> str:
     """Identifies the cached content: file list, file sizes and times (or what
     `version(path)` says of a path, a remote object's ETag say), output shape, and the
     file's format (its layout and checksum)."""
@@ -74,13 +82,13 @@ def cache_key(file_paths, shape, color_mode, interpolation, version=None):
 KEY_BYTES = 64  # a file cache starts with its key, checked by every process opening it
 
 
-def _is_key(text):
+def _is_key(text: str) -> bool:
     """Whether `text` (a file's first KEY_BYTES, stripped) is a cache key: a sha256 hex
     digest, which every kerasgen file cache (of any format) starts with."""
     return len(text) == KEY_BYTES and all(c in "0123456789abcdef" for c in text)
 
 
-def auto_budget():
+def auto_budget() -> int:
     """Bytes cache="auto" may keep in RAM: 1 GiB, or a tenth of the machine's memory when
     that is less."""
     try:
@@ -94,41 +102,43 @@ class MemoryCache:
     """Decoded samples in RAM. Shared by worker threads; each worker process has its own.
     With `capacity`, only samples 0..capacity-1 are kept (the others load every time)."""
 
-    def __init__(self, num_samples, sample_shape, capacity=None):
+    def __init__(self, num_samples: int, sample_shape: Sequence[int],
+                 capacity: int | None = None) -> None:
         self.num_samples, self.sample_shape = num_samples, tuple(sample_shape)
         self.capacity = num_samples if capacity is None else min(num_samples, capacity)
-        self._data = None
-        self._filled = None
+        self._data: np.ndarray | None = None
+        self._filled: np.ndarray | None = None
         self._lock = threading.Lock()
 
-    def _arrays(self):
+    def _arrays(self) -> tuple[np.ndarray, np.ndarray]:
         if self._data is None:
             with self._lock:
                 if self._data is None:
                     self._filled = np.zeros(self.capacity, dtype=bool)
                     self._data = np.empty((self.capacity,) + self.sample_shape,
                                           dtype=np.uint8)
+        assert self._data is not None and self._filled is not None  # made together above
         return self._data, self._filled
 
-    def get(self, index):
+    def get(self, index: int) -> np.ndarray | None:
         if index >= self.capacity:
             return None
         data, filled = self._arrays()
         return data[index] if filled[index] else None
 
-    def put(self, index, sample):
+    def put(self, index: int, sample: np.ndarray) -> None:
         if index >= self.capacity:
             return
         data, filled = self._arrays()
         data[index] = sample
         filled[index] = True
 
-    def __getstate__(self):  # worker processes start empty rather than copy gigabytes
+    def __getstate__(self) -> dict[str, Any]:  # worker processes start empty, not a copy
         state = self.__dict__.copy()
         state.update(_data=None, _filled=None, _lock=None)
         return state
 
-    def __setstate__(self, state):
+    def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
         self._lock = threading.Lock()
 
@@ -139,20 +149,21 @@ class SharedMemoryCache(MemoryCache):
     travels to them with the generator's pickle (see _shm.pass_fd). Pickled any
     other way, a copy starts empty, as a MemoryCache does."""
 
-    def _layout(self):
+    def _layout(self) -> tuple[int, int]:
         flags = -(-self.capacity // 64) * 64  # samples start 64-byte aligned
         return flags, flags + self.capacity * int(np.prod(self.sample_shape))
 
-    def _arrays(self):
+    def _arrays(self) -> tuple[np.ndarray, np.ndarray]:
         if self._data is None:
             with self._lock:
                 if self._data is None:
                     self._map(_shm.shared_memory(
                         max(1, self._layout()[1]), "the decoded-image cache",
                         "cache=None, or a file path as `cache`"))
+        assert self._data is not None and self._filled is not None  # made together above
         return self._data, self._filled
 
-    def _map(self, fd):
+    def _map(self, fd: int) -> None:
         flags, size = self._layout()
         memory = np.frombuffer(mmap.mmap(fd, max(1, size)), np.uint8)
         self._fd = fd
@@ -160,7 +171,7 @@ class SharedMemoryCache(MemoryCache):
         self._filled = memory[:self.capacity]
         self._data = memory[flags:size].reshape((self.capacity,) + self.sample_shape)
 
-    def __getstate__(self):
+    def __getstate__(self) -> dict[str, Any]:
         token = None
         if _shm.passing():  # pickled for kerasgen's workers: the memory goes along
             self._arrays()
@@ -171,7 +182,7 @@ class SharedMemoryCache(MemoryCache):
         state["_token"] = token
         return state
 
-    def __setstate__(self, state):
+    def __setstate__(self, state: dict[str, Any]) -> None:
         token = state.pop("_token", None)
         super().__setstate__(state)
         fd = _shm.received_fd(token)
@@ -179,7 +190,7 @@ class SharedMemoryCache(MemoryCache):
             self._map(fd)
 
 
-def _amount(size):
+def _amount(size: int) -> str:
     for unit, scale in (("GiB", 2**30), ("MiB", 2**20)):
         if size >= scale:
             return f"{size} bytes ({size / scale:.1f} {unit})"
@@ -207,13 +218,14 @@ class FileCache(MemoryCache):
     or write; a truncation between that check and the access cannot be caught.
     """
 
-    def __init__(self, path, num_samples, sample_shape, key):
+    def __init__(self, path: str | os.PathLike[str], num_samples: int,
+                 sample_shape: Sequence[int], key: str) -> None:
         super().__init__(num_samples, sample_shape)
         self.path, self.key = os.fspath(path), key
         _checks.output_file("cache", self.path)  # not a folder, FIFO or device; its folder
         self._sums_at, self._data_at, self.size = layout(num_samples, self.sample_shape)
-        self._mapping = None
-        self._sums = None
+        self._mapping: mmap.mmap | None = None
+        self._sums: np.ndarray | None = None
         self._warned = False
         found = self._stored_key()
         if found and not _is_key(found):
@@ -241,7 +253,7 @@ class FileCache(MemoryCache):
                 raise
             self._reserve(f.fileno())  # zeros: nothing filled yet
 
-    def _reserve(self, fd):
+    def _reserve(self, fd: int) -> None:
         try:
             if not hasattr(os, "posix_fallocate"):
                 raise OSError(errno.EOPNOTSUPP, "posix_fallocate is not available")
@@ -256,14 +268,14 @@ class FileCache(MemoryCache):
             self._no_room(OSError(errno.ENOSPC, os.strerror(errno.ENOSPC)))
         os.ftruncate(fd, self.size)
 
-    def _no_room(self, error):
+    def _no_room(self, error: OSError) -> NoReturn:
         raise OSError(error.errno, (
             f"Cannot reserve {_amount(self.size)} for the image cache {self.path} "
             f"({error.strerror}). Free that much space on its "
             "disk, give `cache` a path on a disk with room, or use cache='auto' (RAM, up "
             "to a budget) or cache=None.")) from error
 
-    def _stored_key(self):
+    def _stored_key(self) -> str | None:
         try:
             with _checks.open_regular(self.path, "the cache file") as f:
                 return f.read(KEY_BYTES).decode(errors="replace").strip()
@@ -273,7 +285,8 @@ class FileCache(MemoryCache):
             _checks.fail("cache", "a path kerasgen can read and write", self.path,
                          hint=str(error))
 
-    def _check_size(self):
+    def _check_size(self) -> None:
+        assert self._mapping is not None  # mapped by `_arrays`, which every caller runs first
         found = self._mapping.size()  # the mapped file's size now (fstat), not the path's
         if found < self.size:
             raise RuntimeError(
@@ -281,7 +294,7 @@ class FileCache(MemoryCache):
                 f"(its layout needs {self.size}); reading it would crash the process. "
                 "Another program changed it: delete it and build the generator again.")
 
-    def _arrays(self):
+    def _arrays(self) -> tuple[np.ndarray, np.ndarray]:
         if self._data is None:
             with self._lock:
                 if self._data is None:
@@ -306,20 +319,22 @@ class FileCache(MemoryCache):
                     self._sums = memory[self._sums_at:self._sums_at + 4 * n].view("<u4")
                     self._data = memory[self._data_at:self.size].reshape(
                         (n,) + self.sample_shape)
+        assert self._data is not None and self._filled is not None  # made together above
         return self._data, self._filled
 
-    def get(self, index):
+    def get(self, index: int) -> np.ndarray | None:
         data, filled = self._arrays()
         self._check_size()
         if not filled[index]:
             return None
         row = data[index]
+        assert self._sums is not None  # set by `_arrays` with the rows
         if _checksum(int(index), row) == self._sums[index]:
             return row
         self._corrupt(index)
         return None  # a miss: the loader decodes the sample and puts it back
 
-    def _corrupt(self, index):
+    def _corrupt(self, index: int) -> None:
         with self._lock:
             if self._warned:
                 return
@@ -330,21 +345,22 @@ class FileCache(MemoryCache):
                       "and rewritten; if this repeats, delete the file (it is rebuilt) or "
                       "check the disk.", stacklevel=4)
 
-    def put(self, index, sample):
+    def put(self, index: int, sample: np.ndarray) -> None:
         data, filled = self._arrays()
         self._check_size()
+        assert self._sums is not None  # set by `_arrays` with the rows
         filled[index] = False  # a reader meanwhile decodes for itself
         data[index] = sample
         self._sums[index] = _checksum(int(index), data[index])
         filled[index] = True
 
-    def __getstate__(self):  # a worker process maps the file itself
+    def __getstate__(self) -> dict[str, Any]:  # a worker process maps the file itself
         state = super().__getstate__()
         state.update(_mapping=None, _sums=None)
         return state
 
 
-def layout(num_samples, sample_shape):
+def layout(num_samples: int, sample_shape: Sequence[int]) -> tuple[int, int, int]:
     """(checksums' offset, samples' offset, file size) of a cache file: the key
     (KEY_BYTES), a flag byte per sample, a little-endian uint32 checksum per sample
     (4-byte aligned), then the samples (64-byte aligned)."""

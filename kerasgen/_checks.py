@@ -122,7 +122,9 @@ def image_size(value, name="image_size"):
         value = (value, value)
     try:
         height, width = value
-        ok = all(isinstance(v, numbers.Integral) and not isinstance(v, bool) and v > 0
+        # typeshed's numbers.Integral has no __gt__ (the numbers ABCs declare < and <=)
+        ok = all(isinstance(v, numbers.Integral) and not isinstance(v, bool)
+                 and v > 0  # type: ignore[operator]
                  for v in (height, width))
     except (TypeError, ValueError):
         ok = False
@@ -188,7 +190,8 @@ def unknown_arguments(obj, unknown):
     import difflib
     import inspect
 
-    accepted = sorted({name for cls in type(obj).__mro__ if "__init__" in vars(cls)
+    mro: tuple[type[object], ...] = type(obj).__mro__  # classes: their own __init__ is read
+    accepted = sorted({name for cls in mro if "__init__" in vars(cls)
                        for name, p in inspect.signature(cls.__init__).parameters.items()
                        if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)} - {"self"})
     hints = []

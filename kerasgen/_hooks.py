@@ -14,11 +14,8 @@ holds its data-only `BatchRequest` for the thread making it, so that a subclass'
 
 from __future__ import annotations
 
-import dataclasses
 import threading
 from typing import Any
-
-import numpy as np
 
 from kerasgen import _checks
 from kerasgen.sources import BatchRequest
@@ -85,17 +82,10 @@ class HookSource:
         finally:
             self._local.request = None
 
-    def serving(self, indices: np.ndarray, positions: np.ndarray,
-                partners: np.ndarray | None, lams: np.ndarray | None,
-                ) -> BatchRequest | None:
-        """The request of the batch this thread is making, for these samples (None
-        outside one: a hook called by hand)."""
-        request = getattr(self._local, "request", None)
-        if request is None:
-            return None
-        return dataclasses.replace(request, indices=np.asarray(indices),
-                                   positions=np.asarray(positions), partners=partners,
-                                   lams=lams)
+    def current(self) -> BatchRequest | None:
+        """The request of the batch this thread is making (None outside one: a hook
+        called by hand)."""
+        return getattr(self._local, "request", None)
 
     def __getstate__(self) -> dict[str, Any]:
         return {"owner": self.owner, "inner": self.inner}

@@ -194,7 +194,8 @@ class ImageSource:
         first, here, to learn the augmented shape)."""
         loader, indices, stage = self.loader, request.indices, request.stage
 
-        def decoded(a, b):  # the masks in their files' own dtype, as augment gets them
+        def decoded(a: int, b: int) -> tuple[np.ndarray, Any]:
+            # the masks in their files' own dtype, as augment gets them
             pixels = np.empty((b - a,) + loader.sample_shape, loader.pixel_dtype)
             with stage("decode"):
                 masks = loader.load_rows(indices[a:b], pixels, None, substitutes)

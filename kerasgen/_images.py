@@ -5,6 +5,7 @@ import io
 import numbers
 import os
 import stat
+from typing import Literal
 
 import cv2
 import numpy as np
@@ -144,7 +145,7 @@ def sixteen_bits(data):
         return len(head) > 24 and head[24] == 16
     if head[:4] not in (b"II*\x00", b"MM\x00*"):
         return False
-    order = "little" if head[:2] == b"II" else "big"
+    order: Literal["little", "big"] = "little" if head[:2] == b"II" else "big"
     raw = memoryview(data)  # the IFD read in place: no copy of the whole file
     try:
         at = int.from_bytes(raw[4:8], order)
@@ -252,7 +253,8 @@ def read_file(path, root=None, what="image file"):
             raise ValueError(f"Cannot read {what} {path}: it is {file_kind(info.st_mode)}, "
                              "not a regular file; only regular files are read as images.")
         data = np.empty(info.st_size, dtype=np.uint8)
-        view, got = memoryview(data), 0
+        # numpy's stubs give an array the buffer protocol only from Python 3.12
+        view, got = memoryview(data), 0  # type: ignore[arg-type]
         with io.FileIO(fd, "rb", closefd=False) as f:
             while got < len(data):
                 n = f.readinto(view[got:])
@@ -453,13 +455,13 @@ def resize(image, image_size, color_mode="rgb", interpolation="bilinear", out=No
     if image.shape[:2] == (height, width):
         out[...] = image
         return out
-    if INTERPOLATIONS[interpolation] is None:  # nearest, as TensorFlow picks
+    code = INTERPOLATIONS[interpolation]  # OpenCV's method
+    if code is None:  # nearest, as TensorFlow picks
         rows = _nearest(image.shape[0], height)
         out[...] = image[rows[:, None], _nearest(image.shape[1], width)].reshape(out.shape)
         return out
     dst = out[:, :, 0] if out.shape[2] == 1 else out
-    resized = cv2.resize(image, (width, height), dst=dst,
-                         interpolation=INTERPOLATIONS[interpolation])
+    resized = cv2.resize(image, (width, height), dst=dst, interpolation=code)
     if not np.shares_memory(resized, dst):  # OpenCV allocated anew: copy it over
         dst[...] = resized.reshape(dst.shape)
     return out

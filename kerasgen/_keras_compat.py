@@ -67,12 +67,15 @@ The last four are done when Keras's adapter first asks a generator for `num_batc
   as above; any other error passes through unchanged.
 """
 
+from __future__ import annotations
+
 import collections
 import contextlib
 import sys
 import threading
 import warnings
 import weakref
+from types import FrameType
 
 _ADAPTER_FILE = "py_dataset_adapter.py"
 _EPOCH_ITERATOR_FILE = "epoch_iterator.py"
@@ -95,7 +98,7 @@ def last_begun():
 
 def called_from_keras_reset():
     """True when the caller of the caller is reached from Keras's `EpochIterator.reset`."""
-    frame = sys._getframe(2)
+    frame: FrameType | None = sys._getframe(2)
     for _ in range(6):
         if frame is None:
             return False
@@ -253,7 +256,7 @@ class BatchErrors:
     raise them (`raise_tf_data_errors`)."""
 
     def __init__(self, kept=4):
-        self._kept = collections.deque(maxlen=kept)
+        self._kept: collections.deque[BaseException] = collections.deque(maxlen=kept)
         self._lock = threading.Lock()
         _KEEPERS.add(self)
         raise_tf_data_errors()
@@ -324,7 +327,7 @@ def in_probe():
     training step: the PyDataset adapter's peek at the first batches for the tf.data
     signature (`get_tf_dataset`), or the JAX and torch trainers' draw that builds the
     model (`_symbolic_build`), a few frames above `gen[i]` (5 in Keras 3.15)."""
-    frame = sys._getframe(2)
+    frame: FrameType | None = sys._getframe(2)
     for _ in range(12):
         if frame is None:
             return False
@@ -340,7 +343,7 @@ _PROBES = ("get_tf_dataset", "_symbolic_build")
 
 def _keras_frame(name):
     """The frame of Keras's trainer method `name` the caller runs inside, or None."""
-    frame = sys._getframe(2)
+    frame: FrameType | None = sys._getframe(2)
     for _ in range(40):
         if frame is None:
             return None

@@ -1,10 +1,15 @@
 """Label encoding: per-sample targets are encoded once, batches are gathered from them."""
 
+from __future__ import annotations
+
 import numbers
 import re
 import warnings
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from kerasgen import _checks
 
@@ -13,21 +18,25 @@ LABEL_MODES = ("int", "categorical", "binary", "multi_label", "raw", "mask", "in
 MASK_FORMATS = ("ids", "one_hot")
 CLASS_MODES = ("int", "categorical", "binary")
 
+# How errors name sample (or row) i: a file, a row of a table...
+Describe = Callable[[int], str]
 
-def _plain(value):
+
+def _plain(value: Any) -> Any:
     """A NumPy scalar as the Python value it holds, for names and messages."""
     return value.item() if isinstance(value, np.generic) else value
 
 
-def _row_name(describe, i):
+def _row_name(describe: Describe | None, i: int) -> str:
     return describe(i) if describe is not None else f"sample {i}"
 
 
-def _is_missing(value):
+def _is_missing(value: Any) -> bool:
     if value is None or type(value).__name__ in ("NAType", "NaTType"):  # pandas' pd.NA, NaT
         return True
     if isinstance(value, numbers.Real) and not isinstance(value, bool):
-        return bool(np.isnan(value))
+        # numpy's stubs take no numbers.Real, which np.isnan takes at run time
+        return bool(np.isnan(value))  # type: ignore[call-overload]
     return isinstance(value, str) and value.strip() == ""
 
 
@@ -44,18 +53,21 @@ class Targets:
     give a whole batch's targets.
     """
 
-    def __init__(self, label_mode, class_ids=None, multi_hot=None, raw=None,
-                 class_names=None, num_classes=None):
+    def __init__(self, label_mode: str | None, class_ids: np.ndarray | None = None,
+                 multi_hot: np.ndarray | None = None, raw: Any = None,
+                 class_names: Iterable[str] | None = None,
+                 num_classes: int | None = None) -> None:
         self.label_mode = label_mode
         self.class_ids = class_ids
         self.multi_hot = multi_hot
         self.raw = raw
         self.class_names = list(class_names) if class_names is not None else None
         self.num_classes = num_classes
-        self.mask_format = None
-        self.sample_weight = None
+        self.mask_format: str | None = None
+        self.sample_weight: np.ndarray | None = None
 
-    def for_batch(self, indices, loaded, describe, owner):
+    def for_batch(self, indices: np.ndarray, loaded: Any, describe: Describe,
+                  owner: str) -> Any:
         """y of the batch of samples `indices`, from the y that the generator's
         `load_batch` returned (`loaded`): the masks encoded (mask mode), the labels
         encoded (a label mode; then nothing may be loaded), else `loaded` as it is.
@@ -86,18 +98,20 @@ class Targets:
             )
         return self.batch(indices)
 
-    def weights(self, indices):
+    def weights(self, indices: np.ndarray) -> np.ndarray | None:
         """The sample weights of the samples `indices` (None without sample_weight)."""
         return None if self.sample_weight is None else self.sample_weight[indices]
 
-    def class_counts(self, planned):
+    def class_counts(self, planned: Callable[[], np.ndarray],
+                     ) -> dict[str, dict[Any, int]]:
         """{"before": {class: count}, "after": {class: count among the samples that
         `planned()` returns}}, classes by name where they have one."""
         if self.class_ids is None:
             raise ValueError("class_counts() needs one class label per sample.")
         names = self.class_names
 
-        def named(ids):
+        def named(ids: np.ndarray) -> dict[Any, int]:
+            assert self.class_ids is not None  # checked above
             counts = np.bincount(self.class_ids[ids], minlength=self.num_classes or 0)
             return {(names[c] if names and c < len(names) else c): int(n)
                     for c, n in enumerate(counts)}
@@ -105,26 +119,32 @@ class Targets:
         after = planned()
         return {"before": named(np.arange(len(self.class_ids))), "after": named(after)}
 
-    def batch(self, indices):
+    def batch(self, indices: np.ndarray) -> Any:
         mode = self.label_mode
         if mode is None:
             return None
+        # the targets of a class mode hold class ids (and, for "categorical", how many
+        # classes there are); those of "multi_label" the multi-hot rows
         if mode == "int":
+            assert self.class_ids is not None
             return self.class_ids[indices].astype("int32")
         if mode == "categorical":
+            assert self.class_ids is not None and self.num_classes is not None
             out = np.zeros((len(indices), self.num_classes), dtype="float32")
             out[np.arange(len(indices)), self.class_ids[indices]] = 1.0
             return out
         if mode == "binary":
+            assert self.class_ids is not None
             return self.class_ids[indices].astype("float32")[:, None]
         if mode == "multi_label":
+            assert self.multi_hot is not None
             return self.multi_hot[indices].astype("float32")
         if isinstance(self.raw, dict):
             return {k: np.take(v, indices, axis=0) for k, v in self.raw.items()}
         return np.take(self.raw, indices, axis=0)
 
 
-def _check_ids(ids, num_classes, describe):
+def _check_ids(ids: np.ndarray, num_classes: int, describe: Describe | None) -> None:
     bad = np.flatnonzero((ids < 0) | (ids >= num_classes))
     if bad.size:
         i = int(bad[0])
@@ -136,14 +156,14 @@ def _check_ids(ids, num_classes, describe):
         )
 
 
-def _resolve_num_classes(num_classes, inferred):
+def _resolve_num_classes(num_classes: int | None, inferred: int) -> int:
     if num_classes is None:
         return inferred
     num_classes = _checks.positive_int("num_classes", num_classes)
     return num_classes
 
 
-def _as_ids(arr):
+def _as_ids(arr: np.ndarray) -> np.ndarray:
     """Class ids as int32 (half the memory of int64 for a million labels) when they fit."""
     if not arr.size:
         return np.zeros(0, np.int32)
@@ -152,7 +172,7 @@ def _as_ids(arr):
     return arr.astype(np.int32)
 
 
-def _one_label_per_sample(values, label_mode):
+def _one_label_per_sample(values: Any, label_mode: str | None) -> list[Any] | np.ndarray:
     """`values` as a list or a 1-D array: an (n, 1) column flattened, other 2-D shapes
     refused (they are multi-hot rows or other targets)."""
     values = list(values) if not isinstance(values, np.ndarray) else values
@@ -167,7 +187,7 @@ def _one_label_per_sample(values, label_mode):
     return values
 
 
-def _check_no_missing(values, numeric, describe):
+def _check_no_missing(values: Any, numeric: bool, describe: Describe | None) -> None:
     """Raises at the first missing or NaN label (vectorised for a numeric array: a million
     labels in milliseconds)."""
     if numeric:
@@ -190,7 +210,7 @@ _MISSING_WORDS = frozenset({"-1.#IND", "1.#QNAN", "1.#IND", "-1.#QNAN", "#N/A N/
                             "nan", "-nan", "None"})
 
 
-def _warn_missing_words(values, describe):
+def _warn_missing_words(values: Any, describe: Describe | None) -> None:
     """Warns when class names are words that pandas reads as a missing value ("NaN",
     "None", "NA"...): most likely an empty label exported as text, now a class."""
     found = [i for i, v in enumerate(values) if v.strip() in _MISSING_WORDS]
@@ -204,7 +224,7 @@ def _warn_missing_words(values, describe):
             "the row.", stacklevel=4)
 
 
-def _check_not_mixed(values, strings):
+def _check_not_mixed(values: Any, strings: list[bool]) -> None:
     """Raises when some labels are class names and others are not (`strings`: which
     are)."""
     if any(strings) and not all(strings):
@@ -215,7 +235,8 @@ def _check_not_mixed(values, strings):
         )
 
 
-def _ids_of_names(values, class_names, num_classes, describe):
+def _ids_of_names(values: Any, class_names: Iterable[str] | None, num_classes: int | None,
+                  describe: Describe | None) -> tuple[np.ndarray, list[str], int]:
     """(ids, names, num_classes) of labels that are class names: ids into `class_names`
     (the sorted distinct labels by default); a label it lacks is an error."""
     names = [str(n) for n in (sorted(set(values)) if class_names is None
@@ -236,7 +257,8 @@ def _ids_of_names(values, class_names, num_classes, describe):
     return ids, names, num_classes
 
 
-def _integer_ids(values, label_mode, describe):
+def _integer_ids(values: Any, label_mode: str | None,
+                 describe: Describe | None) -> np.ndarray:
     """`values` (integer ids, booleans or whole numbers) as an array of class ids;
     anything else (text, real-valued numbers) is an error."""
     arr = np.asarray(values)
@@ -259,7 +281,9 @@ def _integer_ids(values, label_mode, describe):
     return ids
 
 
-def _ids_of_numbers(values, label_mode, class_names, num_classes, describe):
+def _ids_of_numbers(values: Any, label_mode: str | None, class_names: Sequence[str] | None,
+                    num_classes: int | None,
+                    describe: Describe | None) -> tuple[np.ndarray, list[str], int]:
     """(ids, names, num_classes) of labels that are class ids: num_classes is
     len(class_names), else the largest id + 1, unless given; every id must lie below
     it."""
@@ -273,7 +297,7 @@ def _ids_of_numbers(values, label_mode, class_names, num_classes, describe):
     return ids, names, num_classes
 
 
-def _check_binary(label_mode, num_classes, names):
+def _check_binary(label_mode: str | None, num_classes: int, names: Sequence[str]) -> None:
     """Refuses label_mode='binary' for more than two classes."""
     if label_mode == "binary" and num_classes > 2:
         raise ValueError(
@@ -283,8 +307,10 @@ def _check_binary(label_mode, num_classes, names):
         )
 
 
-def encode_class_labels(values, label_mode, class_names=None, num_classes=None,
-                        describe=None):
+def encode_class_labels(values: Any, label_mode: str | None,
+                        class_names: Sequence[str] | None = None,
+                        num_classes: int | None = None,
+                        describe: Describe | None = None) -> Targets:
     """Targets from one label per sample: class names (str) or integer class ids."""
     values = _one_label_per_sample(values, label_mode)
     numeric = (isinstance(values, np.ndarray) and values.dtype != object
@@ -303,7 +329,8 @@ def encode_class_labels(values, label_mode, class_names=None, num_classes=None,
     return Targets(label_mode, class_ids=ids, class_names=names, num_classes=num_classes)
 
 
-def _multi_hot_matrix(values, class_names, num_classes, describe):
+def _multi_hot_matrix(values: np.ndarray, class_names: Sequence[str] | None,
+                      num_classes: int | None, describe: Describe | None) -> Targets:
     """Targets from an (n, C) numeric matrix, checked: no NaN, only 0 and 1, and
     `class_names` and `num_classes` (when given) agreeing with its C columns."""
     if np.issubdtype(values.dtype, np.floating) and np.isnan(values).any():
@@ -328,7 +355,7 @@ def _multi_hot_matrix(values, class_names, num_classes, describe):
                    class_names=names, num_classes=num_classes)
 
 
-def _label_rows(values, describe):
+def _label_rows(values: Any, describe: Describe | None) -> list[list[Any]]:
     """One list of labels per sample (a single name or id becomes a list of one); a
     missing row, or a missing label in a row, is an error."""
     rows = []
@@ -348,7 +375,9 @@ def _label_rows(values, describe):
     return rows
 
 
-def _id_rows_of_names(rows, flat, class_names, num_classes, describe):
+def _id_rows_of_names(rows: list[list[Any]], flat: list[Any],
+                      class_names: Iterable[str] | None, num_classes: int | None,
+                      describe: Describe | None) -> tuple[list[list[int]], list[str], int]:
     """(id_rows, names, num_classes) of rows of class names: ids into `class_names`
     (the sorted distinct labels by default); a label it lacks is an error."""
     names = [str(n) for n in (sorted(set(flat)) if class_names is None
@@ -364,7 +393,9 @@ def _id_rows_of_names(rows, flat, class_names, num_classes, describe):
     return id_rows, names, num_classes
 
 
-def _id_rows_of_numbers(rows, flat, class_names, num_classes):
+def _id_rows_of_numbers(rows: list[list[Any]], flat: list[Any],
+                        class_names: Sequence[str] | None,
+                        num_classes: int | None) -> tuple[list[list[int]], list[str], int]:
     """(id_rows, names, num_classes) of rows of class ids: num_classes is
     len(class_names), else the largest id + 1, unless given."""
     id_rows = [[int(v) for v in row] for row in rows]
@@ -376,18 +407,22 @@ def _id_rows_of_numbers(rows, flat, class_names, num_classes):
     return id_rows, names, num_classes
 
 
-def _multi_hot_rows(id_rows, num_classes, describe):
+def _multi_hot_rows(id_rows: list[list[int]], num_classes: int,
+                    describe: Describe | None) -> np.ndarray:
     """The (n, num_classes) uint8 multi-hot matrix of rows of class ids, each id checked
     to lie in [0, num_classes)."""
     multi_hot = np.zeros((len(id_rows), num_classes), dtype="uint8")
     for i, row in enumerate(id_rows):
         ids = np.asarray(row, dtype="int64")
-        _check_ids(ids, num_classes, lambda _, i=i: _row_name(describe, i))
+        # mypy cannot infer a lambda whose default argument binds the row (`i=i`)
+        _check_ids(ids, num_classes, lambda _, i=i: _row_name(describe, i))  # type: ignore[misc]
         multi_hot[i, ids] = 1
     return multi_hot
 
 
-def encode_multi_labels(values, class_names=None, num_classes=None, describe=None):
+def encode_multi_labels(values: Any, class_names: Sequence[str] | None = None,
+                        num_classes: int | None = None,
+                        describe: Describe | None = None) -> Targets:
     """Targets from a (n, C) 0/1 matrix or from one list of labels per sample."""
     if (isinstance(values, np.ndarray) and values.ndim == 2
             and np.issubdtype(values.dtype, np.number)):
@@ -405,7 +440,7 @@ def encode_multi_labels(values, class_names=None, num_classes=None, describe=Non
                    num_classes=num_classes)
 
 
-def encode_raw(values, describe=None):
+def encode_raw(values: Any, describe: Describe | None = None) -> Targets:
     """Targets used as given; class ids are kept when they are one integer per sample."""
     if isinstance(values, dict):
         return Targets("raw", raw=values)
@@ -423,7 +458,8 @@ def encode_raw(values, describe=None):
     return Targets("raw", raw=arr, class_ids=class_ids)
 
 
-def encode(values, label_mode, class_names=None, num_classes=None, describe=None):
+def encode(values: Any, label_mode: str | None, class_names: Sequence[str] | None = None,
+           num_classes: int | None = None, describe: Describe | None = None) -> Targets:
     """Dispatches on label_mode; `values` None means the samples carry no targets."""
     _checks.one_of("label_mode", label_mode, LABEL_MODES)
     if label_mode == "mask":  # targets are the masks loaded with each sample
@@ -453,14 +489,17 @@ def encode(values, label_mode, class_names=None, num_classes=None, describe=None
     return targets
 
 
-def _length(values):
+def _length(values: Any) -> int:
     if isinstance(values, dict):
         return len(next(iter(values.values()))) if values else 0
     return len(values)
 
 
-def generator_targets(num_samples, labels, label_mode, class_names=None, num_classes=None,
-                      mask_format="ids", sample_weight=None, describe=None):
+def generator_targets(num_samples: int, labels: Any, label_mode: str | None,
+                      class_names: Sequence[str] | None = None,
+                      num_classes: int | None = None, mask_format: str = "ids",
+                      sample_weight: npt.ArrayLike | None = None,
+                      describe: Describe | None = None) -> Targets:
     """The Targets of a generator from its arguments (`label_mode` resolved: not
     "auto"), checked: the label mode and mask format, labels that the mode needs and
     one per sample, and `sample_weight` (float32, one finite weight per sample)."""
@@ -519,7 +558,7 @@ def generator_targets(num_samples, labels, label_mode, class_names=None, num_cla
     return targets
 
 
-def _one_hot_to_ids(values, describe):
+def _one_hot_to_ids(values: np.ndarray, describe: Describe | None) -> np.ndarray:
     ok = np.isin(values, (0, 1)).all(axis=1) & (values.sum(axis=1) == 1)
     if not ok.all():
         i = int(np.flatnonzero(~ok)[0])
@@ -531,7 +570,8 @@ def _one_hot_to_ids(values, describe):
     return values.argmax(axis=1)
 
 
-def encode_masks(masks, num_classes, mask_format, describe, indices):
+def encode_masks(masks: np.ndarray, num_classes: int | None, mask_format: str,
+                 describe: Describe, indices: np.ndarray) -> np.ndarray:
     """Segmentation masks (n, h, w) of class ids -> int32 ids or float32 one-hot."""
     if masks.ndim == 4 and masks.shape[-1] == 1:
         masks = masks[..., 0]
@@ -562,7 +602,7 @@ _PADDED = re.compile(r"[-+]?0[0-9]+\Z")
 SEPARATORS = (",", ";", "|", "\t")
 
 
-def _cell_number(value):
+def _cell_number(value: Any) -> Any:
     """The number a cell's text is written as (int, float), or the value unchanged."""
     if not isinstance(value, str):
         return value
@@ -574,33 +614,34 @@ def _cell_number(value):
     return value
 
 
-def _is_number(value):
+def _is_number(value: Any) -> bool:
     return isinstance(value, numbers.Real) or isinstance(value, np.number)
 
 
-def _text(value):
+def _text(value: Any) -> str:
     return value.strip() if isinstance(value, str) else str(_plain(value))
 
 
-def _missing_cell(value):
+def _missing_cell(value: Any) -> Any:
     """None for an empty cell, NaN or pandas' NA, else the value."""
     if value is None or (isinstance(value, str) and not value.strip()):
         return None
     return None if _is_missing(value) else value
 
 
-def _where(describe, i):
+def _where(describe: Describe | None, i: int) -> str:
     return describe(i) if describe is not None else f"row {i}"
 
 
-def _class_values(values, column, class_names, num_classes):
+def _class_values(values: list[Any], column: Any, class_names: Iterable[str] | None,
+                  num_classes: int | None) -> list[Any] | np.ndarray:
     """One flat list of label cells (None where missing) as `encode` takes them: integer
     ids when every cell is a number and no two cells spell one number differently;
     class names (the cells' text) otherwise, or when `class_names` names every cell.
     The cells are judged once per distinct value (a column holds few)."""
     distinct = set(values) - {None}
     parsed = {v: _cell_number(v) for v in distinct}
-    spellings = {}  # number -> the texts written for it ('7', '07', '7.0')
+    spellings: dict[float, set[str]] = {}  # number -> its texts ('7', '07', '7.0')
     for value in distinct:
         if isinstance(value, str) and _DECIMAL.match(value.strip()):
             spellings.setdefault(float(value), set()).add(value.strip())
@@ -638,14 +679,17 @@ def _class_values(values, column, class_names, num_classes):
     return out
 
 
-def delimiter_problem(cells, label_mode, delimiter, column="label", describe=None):
+def delimiter_problem(cells: Sequence[Any], label_mode: str | None, delimiter: str | None,
+                      column: Any = "label",
+                      describe: Describe | None = None) -> tuple[str, str] | None:
     """A message when the cells of label column `column` look delimited in a way that
     `label_mode` and `label_delimiter` do not read, else None. Returns (kind, message):
     "error" for cells holding the delimiter under a single-label mode (each combination
     would become a class), "warning" for a likely wrong delimiter under "multi_label"."""
     texts = {c.strip() for c in cells if isinstance(c, str)} - {""}
 
-    def first(found):  # (rows holding one of the texts `found`, the first's (i, cell))
+    def first(found: set[str]) -> tuple[int, tuple[int, str]]:
+        # (rows holding one of the texts `found`, the first's (i, cell))
         rows = [i for i, c in enumerate(cells) if isinstance(c, str) and c.strip() in found]
         return len(rows), (rows[0], cells[rows[0]].strip())
 
@@ -690,14 +734,14 @@ def delimiter_problem(cells, label_mode, delimiter, column="label", describe=Non
     return None
 
 
-def check_delimiter(delimiter):
+def check_delimiter(delimiter: Any) -> str | None:
     if delimiter is not None and (not isinstance(delimiter, str) or not delimiter):
         _checks.fail("label_delimiter", "a non-empty string, or None (one label per cell)",
                      delimiter)
     return delimiter
 
 
-def split_cell(value, delimiter):
+def split_cell(value: Any, delimiter: str | None) -> list[Any] | None:
     """The labels of one multi-label cell: a list, or None when the cell is missing."""
     value = _missing_cell(value)
     if isinstance(value, str):
@@ -708,8 +752,10 @@ def split_cell(value, delimiter):
     return [value]
 
 
-def column_labels(cells, label_mode, delimiter="|", column="label", describe=None,
-                  class_names=None, num_classes=None):
+def column_labels(cells: Sequence[Any], label_mode: str | None, delimiter: str | None = "|",
+                  column: Any = "label", describe: Describe | None = None,
+                  class_names: Iterable[str] | None = None,
+                  num_classes: int | None = None) -> list[Any] | np.ndarray:
     """The cells of one label column (a CSV file's text, a DataFrame's or a query's
     values) as `encode` takes them, for a class mode or "multi_label".
 
@@ -739,7 +785,8 @@ def column_labels(cells, label_mode, delimiter="|", column="label", describe=Non
     return [None if row is None else [value[v] for v in row] for row in rows]
 
 
-def check_same_classes(gen, other, roles=("training", "validation")):
+def check_same_classes(gen: Any, other: Any,
+                       roles: tuple[str, str] = ("training", "validation")) -> None:
     """Raises when two generators given to one `fit` map classes to different ids, or
     make one-hot / multi-hot targets of different widths (any data with `class_names` is
     compared: a Keras `image_dataset_from_directory` too)."""
@@ -755,7 +802,7 @@ def check_same_classes(gen, other, roles=("training", "validation")):
     if mine[0][:common] == theirs[0][:common] and not widths:
         return  # every class both know has one id, and no target's width depends on it
 
-    def shown(names):
+    def shown(names: list[Any]) -> str:
         return repr(names) if len(names) <= 20 else f"{names[:20]!r}[:20] of {len(names)}"
 
     first, second = roles
@@ -774,7 +821,7 @@ def check_same_classes(gen, other, roles=("training", "validation")):
         "one table or folder, use validation_split and subset with the same seed).")
 
 
-def check_fit_partners(gen, fit_data):
+def check_fit_partners(gen: Any, fit_data: tuple[Any, Any] | None) -> None:
     """In `fit` (`fit_data` = its (x, validation_data), or None outside it): raises when
     `gen` is one of the two and the other, a kerasgen generator too, has other classes."""
     if fit_data is None:

@@ -46,7 +46,7 @@ class _Walk:
 
     def files(self, folder):
         """The image files under `folder`, recursively."""
-        found = []
+        found: list[str] = []
         if self.follow_links:
             self.visited.add(os.path.realpath(folder))
         elif os.path.islink(folder) and not self._inside(folder):
@@ -419,7 +419,7 @@ def _warn_empty_classes(groups, indices, subset, validation_split, class_names):
 def _by_file(validation, files, describe):
     """`validation` with every row of a file following the file's first row; a warning
     names the files listed more than once."""
-    first = {}
+    first: dict[str, int] = {}  # a file's path -> its first row
     owner = np.asarray([first.setdefault(os.path.normpath(f), i) for i, f in enumerate(files)])
     repeated = np.flatnonzero(owner != np.arange(len(files)))
     if not len(repeated):
@@ -640,7 +640,7 @@ class _Reader:
 
 
 def _check_unique(names, where):
-    seen = {}
+    seen: dict[Any, int] = {}  # a column's name -> its column
     for k, name in enumerate(names):
         if name in seen:
             raise ValueError(

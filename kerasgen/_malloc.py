@@ -30,14 +30,15 @@ epochs too, even when TensorFlow is imported (tests/test_backends.py checks it).
 import ctypes
 import os
 import sys
+from typing import Any
 
 from kerasgen import _checks
 
 M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3
 DEFAULT = (32 << 20, 64 << 20)
 
-_state = {"libc": None, "thresholds": DEFAULT, "applied": 0,
-          "enabled": os.environ.get("KERASGEN_MALLOC", "").lower() != "leave"}
+_state: dict[str, Any] = {"libc": None, "thresholds": DEFAULT, "applied": 0,
+                          "enabled": os.environ.get("KERASGEN_MALLOC", "").lower() != "leave"}
 
 
 def _libc():

@@ -19,13 +19,16 @@ The order's copies (a generator's views, its work-ahead, a worker process's unpi
 generator) share it or carry it with them.
 """
 
+from __future__ import annotations
+
 import copy
 import math
 import os
 import reprlib
 import zlib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -54,14 +57,14 @@ class BatchSlice:
     number: int
     indices: np.ndarray
     positions: np.ndarray
-    partners: "np.ndarray | None"
-    lams: "np.ndarray | None"
+    partners: np.ndarray | None
+    lams: np.ndarray | None
     seed: int
     epoch: int
-    coming: "np.ndarray | None" = None
+    coming: np.ndarray | None = None
 
 
-def check_features(features, num_samples):
+def check_features(features: Any, num_samples: int) -> Any:
     """`features=` (SMOTE's feature space) checked: None or one row per sample."""
     if features is not None and len(features) != num_samples:
         raise ValueError(
@@ -71,7 +74,7 @@ def check_features(features, num_samples):
     return features
 
 
-def check_shards(num_shards, shard_index):
+def check_shards(num_shards: int | None, shard_index: int | None) -> None:
     """`num_shards` and `shard_index` go together (their values are checked by
     `EpochOrder.sharded`)."""
     if (num_shards is None) != (shard_index is None):
@@ -94,8 +97,10 @@ class EpochOrder:
             which would each search anew, then inherit them).
     """
 
-    def __init__(self, num_samples, batch_size, *, sampler=None, shuffle=True, seed=None,
-                 drop_remainder=False, labels=None, context=None, prepare=False):
+    def __init__(self, num_samples: int, batch_size: int, *, sampler: Any = None,
+                 shuffle: bool = True, seed: int | None = None, drop_remainder: bool = False,
+                 labels: np.ndarray | None = None, context: Mapping[str, Any] | None = None,
+                 prepare: bool = False) -> None:
         self.num_samples = num_samples
         self.batch_size = batch_size
         self.drop_remainder = bool(drop_remainder)
@@ -103,28 +108,29 @@ class EpochOrder:
         if given is None:
             sampler = samplers_mod.Shuffle() if shuffle else samplers_mod.Sequential()
             given = sampler
-        self.sampler = given  # a Sampler: plan(labels, seed, epoch, **context)
+        self.sampler: samplers_mod.Sampler = given  # plan(labels, seed, epoch, **context)
         self.sampler_name = samplers_mod.identity(sampler)
-        self.seed = seeding.resolve_seed(seed)
+        self.seed: int = seeding.resolve_seed(seed)
         self.labels = labels
-        self.context = {"num_samples": num_samples, "batch_size": batch_size,
-                        **(context or {})}
+        self.context: dict[str, Any] = {"num_samples": num_samples, "batch_size": batch_size,
+                                        **(context or {})}
         self.prepare = prepare
         self.memo = samplers_mod.Memo()  # the sampler's derived data, shared by copies
         self.epoch = 0
         self.offset = 0  # batches of the current epoch skipped on a mid-epoch resume
-        self.shard = None  # (num_shards, index, remainder) or None
+        self.shard: tuple[int, int, str] | None = None  # (num_shards, index, remainder)
         # whole batches served in an order drawn from (seed, epoch): Keras's batch shuffle
         # of fit(shuffle=True), done here for it (see _keras_compat.adopt_adapter)
         self.batch_shuffle = False
-        self._batch_permutation = None  # ((seed, epoch, batches), permutation)
-        self._cache = None  # (epoch, Plan) of the epoch planned last
-        self._source = None
-        self.file_paths = None  # set by generators whose samples are files
-        self._files = None
+        # the batch shuffle's ((seed, epoch, batches), permutation)
+        self._batch_permutation: tuple[tuple[int, int, int], np.ndarray] | None = None
+        self._cache: tuple[int, samplers_mod.Plan] | None = None  # of the epoch planned last
+        self._source: str | None = None
+        self.file_paths: Sequence[Any] | None = None  # set where the samples are files
+        self._files: str | None = None
 
     # ----------------------------------------------------------------- plans
-    def plan(self, epoch=None):
+    def plan(self, epoch: int | None = None) -> samplers_mod.Plan:
         """The `Plan` of `epoch` (default: the current one)."""
         epoch = self.epoch if epoch is None else epoch
         cached = self._cache
@@ -146,20 +152,20 @@ class EpochOrder:
         self._cache = (epoch, plan)
         return plan
 
-    def epoch_plan(self, epoch=None):
+    def epoch_plan(self, epoch: int | None = None) -> np.ndarray | samplers_mod.Plan:
         """The plan as users read it: the index array, or the `Plan` itself where it
         holds synthetic samples."""
         plan = self.plan(epoch)
         return plan.indices if plan.slots is None else plan
 
-    def epoch_batches(self):
+    def epoch_batches(self) -> int:
         """Batches in the whole epoch's plan, before sharding and resuming."""
         n = len(self.plan())
         if self.drop_remainder:
             return n // self.batch_size
         return math.ceil(n / self.batch_size)
 
-    def num_batches(self):
+    def num_batches(self) -> int:
         """Batches this epoch serves: its shard's share, less those skipped on resume."""
         total = self.epoch_batches()
         if self.shard is not None:
@@ -168,7 +174,7 @@ class EpochOrder:
                      else total // num_shards)
         return max(0, total - self.offset)
 
-    def global_batch(self, index):
+    def global_batch(self, index: int) -> int:
         """The batch of the epoch's plan that local batch `index` reads."""
         index += self.offset
         if self.shard is None:
@@ -178,7 +184,7 @@ class EpochOrder:
         num_shards, shard_index, _ = self.shard
         return (index * num_shards + shard_index) % self.epoch_batches()  # padding wraps
 
-    def _batch_order(self):
+    def _batch_order(self) -> np.ndarray:
         """The batch shuffle's permutation of this epoch's batches, drawn once per
         (seed, epoch) from (seed, epoch) alone."""
         key = (self.seed, self.epoch, self.epoch_batches())
@@ -188,14 +194,15 @@ class EpochOrder:
             cached = self._batch_permutation = (key, rng.permutation(key[2]))
         return cached[1]
 
-    def batch(self, index):
+    def batch(self, index: int,
+              ) -> tuple[int, np.ndarray, np.ndarray | None, np.ndarray | None]:
         """(batch number in the whole epoch, indices, partners or None, lams or None) of
         local batch `index`."""
         number = self.global_batch(index)
         start = number * self.batch_size
         return (number,) + self.plan().batch(start, start + self.batch_size)
 
-    def slice(self, index, foresee=0):
+    def slice(self, index: int, foresee: int = 0) -> BatchSlice:
         """Local batch `index` as a `BatchSlice`, with the samples of the `foresee`
         batches after it as `coming` (when foresee > 0)."""
         number, indices, partners, lams = self.batch(index)
@@ -211,17 +218,18 @@ class EpochOrder:
                           partners, lams, self.seed, self.epoch, coming)
 
     # ----------------------------------------------------------------- moving
-    def next_epoch(self):
+    def next_epoch(self) -> None:
         self.epoch += 1
         self.offset = 0
 
-    def move_to(self, epoch, offset, seed, batch_shuffle=False):
+    def move_to(self, epoch: int, offset: int, seed: int, batch_shuffle: bool = False,
+                ) -> None:
         """Serve batches of `epoch` at resume `offset` with `seed` (a worker process)."""
         if seed != self.seed:
             self.seed, self._cache = seed, None
         self.epoch, self.offset, self.batch_shuffle = epoch, offset, batch_shuffle
 
-    def at_epoch(self, epoch):
+    def at_epoch(self, epoch: int) -> EpochOrder:
         """A copy serving `epoch` (from its start, or where this one stands in it)."""
         epoch = _checks.non_negative_int("epoch", epoch)
         view = self.copy()
@@ -230,8 +238,10 @@ class EpochOrder:
             view.epoch, view.offset = epoch, 0
         return view
 
-    def sharded(self, num_shards, index, remainder="pad"):
-        """A copy reading shard `index` of `num_shards` (see Generator.shard)."""
+    def sharded(self, num_shards: int, index: int | None, remainder: str = "pad",
+                ) -> EpochOrder:
+        """A copy reading shard `index` of `num_shards` (see Generator.shard). Both are
+        checked here: an `index` that is not one (None included) is refused."""
         num_shards = _checks.positive_int("num_shards", num_shards)
         index = _checks.non_negative_int("index", index)
         if index >= num_shards:
@@ -245,7 +255,7 @@ class EpochOrder:
                              "smaller batch_size.")
         return view
 
-    def refuse_empty(self):
+    def refuse_empty(self) -> None:
         """Raises when the epoch serves no batch (checked when a generator is built)."""
         if self.num_batches() == 0:
             raise ValueError(
@@ -254,25 +264,25 @@ class EpochOrder:
                 "Use a smaller batch_size or drop_remainder=False."
             )
 
-    def copy(self):
+    def copy(self) -> EpochOrder:
         """An independent copy of the position, sharing the plan made last (until it moves
         to another epoch or seed) and the memo."""
         return copy.copy(self)
 
-    def __copy__(self):
+    def __copy__(self) -> EpochOrder:
         """A shallow copy that keeps the plan made last (a pickle does not: see
         `__getstate__`)."""
         clone = object.__new__(type(self))
         clone.__dict__.update(self.__dict__)
         return clone
 
-    def forget_plan(self):
+    def forget_plan(self) -> None:
         """Drops the plan made last (made anew when asked for): after a change of epoch or
         seed."""
         self._cache = None
 
     # ----------------------------------------------------------------- state
-    def source_name(self):
+    def source_name(self) -> str:
         """What the state records of the data: the sample count and a checksum of the
         class ids (computed once)."""
         if self._source is None:
@@ -283,7 +293,7 @@ class EpochOrder:
             self._source = name
         return self._source
 
-    def files_name(self):
+    def files_name(self) -> str | None:
         """What the state records of the files read (None: samples are not files): their
         count and a checksum of their paths relative to their common folder, so a data
         set moved elsewhere still restores (computed once)."""
@@ -297,12 +307,12 @@ class EpochOrder:
             self._files = f"{len(paths)} files, names crc32 {zlib.crc32(names):08x}"
         return self._files
 
-    def get_state(self, batches_done=0):
+    def get_state(self, batches_done: int = 0) -> dict[str, Any]:
         position = self.offset + _checks.non_negative_int("batches_done", batches_done)
         epoch = self.epoch
         if position and position >= self.offset + self.num_batches():  # epoch complete
             epoch, position = epoch + 1, 0
-        state = {"epoch": epoch, "batch": position, "seed": self.seed,
+        state: dict[str, Any] = {"epoch": epoch, "batch": position, "seed": self.seed,
                  "num_samples": self.num_samples, "batch_size": self.batch_size,
                  "shard": list(self.shard[:2]) if self.shard else None,
                  "sampler": self.sampler_name, "source": self.source_name()}
@@ -310,7 +320,7 @@ class EpochOrder:
             state["files"] = self.files_name()
         return state
 
-    def set_state(self, state):
+    def set_state(self, state: Mapping[str, Any]) -> None:
         """Moves to `state` (from `get_state`, here or in another process), or raises
         ValueError (TypeError for a state that is not a dict) and changes nothing: every
         check runs on a copy, which replaces this order's position only when all passed.
@@ -340,12 +350,12 @@ class EpochOrder:
                 "same data."
             )
         if "files" in state and state["files"] != self.files_name():
-            mine = self.files_name()
+            files = self.files_name()
             raise ValueError(
                 f"The state belongs to other files: it was saved over "
                 f"files={state['files']!r}, this generator reads "
-                + (f"files={mine!r} (the same number of samples and labels, other file "
-                   "names)" if mine else "no files") + ". Restore it into a generator "
+                + (f"files={files!r} (the same number of samples and labels, other file "
+                   "names)" if files else "no files") + ". Restore it into a generator "
                 "built over the same files.")
         if "sampler" in state and state["sampler"] != self.sampler_name:
             raise ValueError(
@@ -373,11 +383,11 @@ class EpochOrder:
                              f"of epoch {moved.epoch}.")
         self.__dict__.update(moved.__dict__)
 
-    def __getstate__(self):
+    def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
         state["_cache"] = None  # made anew where needed (a worker process, a copy)
         return state
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return (f"EpochOrder(sampler={self.sampler_name}, seed={self.seed}, "
                 f"epoch={self.epoch}, offset={self.offset}, shard={self.shard})")

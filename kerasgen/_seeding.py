@@ -7,6 +7,7 @@ global random state is touched, so results never depend on workers or call order
 """
 
 import numbers
+from typing import cast
 
 import numpy as np
 
@@ -23,7 +24,8 @@ BATCH_ORDER = 6  # the batch shuffle of fit(shuffle=True), done for Keras (_kera
 def resolve_seed(seed, name="seed"):
     """Returns `seed` as an int, drawing one from OS entropy when it is None."""
     if seed is None:
-        return int(np.random.SeedSequence().entropy % (2**32))
+        # a SeedSequence made without entropy draws an int (its stub's type is wider)
+        return int(cast(int, np.random.SeedSequence().entropy) % (2**32))
     if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or seed < 0:
         raise ValueError(
             f"`{name}` must be a non-negative integer or None. Received: {name}={seed!r}"

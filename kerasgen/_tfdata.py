@@ -201,7 +201,8 @@ def _dataset_class(tf):
                     raise
                 _keras_compat.raise_in_place_of(error, original)
 
-    class _Dataset(tf.data.Dataset):
+    # the base comes from the TensorFlow module passed in, which mypy cannot resolve
+    class _Dataset(tf.data.Dataset):  # type: ignore[name-defined]
         """`dataset` itself, the same tf.data graph, whose iterators are `_Iterator`s."""
 
         def __init__(self, dataset, errors):

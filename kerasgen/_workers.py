@@ -46,6 +46,8 @@ resume offset, so a task carries just those numbers (`work.batch(epoch, offset, 
 seed, batch_shuffle)` makes it in the worker).
 """
 
+from __future__ import annotations
+
 import contextlib
 import mmap
 import multiprocessing
@@ -62,8 +64,10 @@ import threading
 import time
 import traceback
 import weakref
+from collections.abc import Iterator
 from concurrent.futures import CancelledError, Future
 from multiprocessing import reduction
+from typing import Any
 
 import numpy as np
 
@@ -83,7 +87,8 @@ _SOCKET_FOLDER_MAX = 104 - 1 - len("/listener-XXXXXXXX")
 _FREE = 2
 
 
-def context():
+def context() -> (multiprocessing.context.SpawnContext
+                  | multiprocessing.context.ForkServerContext):
     """The multiprocessing context workers start in: forkserver, else spawn. The fork
     server imports kerasgen (so Keras and its backend) once, before any of their threads
     exist, and each worker is a fork of it: not an import each (5 s with TensorFlow)."""
@@ -101,7 +106,7 @@ def context():
     return ctx
 
 
-def warm_up():
+def warm_up() -> None:
     """Starts the fork server now (it imports kerasgen while the caller goes on), so the
     first workers start as forks of it, not after a wait."""
     ctx = context()
@@ -112,7 +117,7 @@ def warm_up():
             forkserver.ensure_running()
 
 
-def can_start():
+def can_start() -> bool:
     """Whether this process may start worker processes (a daemonic one, like the workers
     of Keras's or torch's pools, may not)."""
     return not multiprocessing.current_process().daemon
@@ -121,14 +126,15 @@ def can_start():
 _temp: dict = {}  # this process's folder and the open file that holds its lock
 
 
-def temp_folder():
+def temp_folder() -> str | None:
     """multiprocessing's temporary folder for this process (where the fork server's socket
     goes), made by kerasgen as `kerasgen-<pid>-*` when multiprocessing has made none yet,
     with the folders of dead processes removed first. None where multiprocessing's own
     (`pymp-*`, made for the caller's own use of it) is already there: kept as it is."""
     if _temp.get("pid") == os.getpid():
         return _temp["folder"]
-    config = multiprocessing.current_process()._config
+    # multiprocessing's own settings of this process, which typeshed does not declare
+    config = multiprocessing.current_process()._config  # type: ignore[attr-defined]
     folder = None
     if config.get("tempdir") is None:
         remove_orphans()
@@ -141,7 +147,7 @@ def temp_folder():
     return folder
 
 
-def _make_temp_folder():
+def _make_temp_folder() -> str | None:
     """A new `kerasgen-<pid>-*` folder holding this process's locked owner file; None
     where the temporary folder's path is too long for the fork server's socket in it
     (multiprocessing's shorter `pymp-*` may still fit)."""
@@ -156,15 +162,16 @@ def _make_temp_folder():
     return folder
 
 
-def _remove_temp_folder(folder):
+def _remove_temp_folder(folder: str) -> None:
     """At exit: the folder goes, as multiprocessing's own would."""
-    config = multiprocessing.current_process()._config
+    # multiprocessing's own settings of this process, which typeshed does not declare
+    config = multiprocessing.current_process()._config  # type: ignore[attr-defined]
     if config.get("tempdir") == folder:
         config["tempdir"] = None
     shutil.rmtree(folder, ignore_errors=True)
 
 
-def remove_orphans(where=None):
+def remove_orphans(where: str | None = None) -> list[str]:
     """Removes the `kerasgen-<pid>-*` folders in `where` (the temporary folder) of
     processes that are gone (killed: a normal exit removes its own), and only those:
     folders of this user whose process no longer runs and whose lock is free (a process
@@ -181,7 +188,7 @@ def remove_orphans(where=None):
     return removed
 
 
-def _orphaned(entry, pid):
+def _orphaned(entry: os.DirEntry[str], pid: int) -> bool:
     try:
         if not entry.is_dir(follow_symlinks=False) or (
                 entry.stat(follow_symlinks=False).st_uid != os.getuid()):
@@ -204,7 +211,7 @@ def _orphaned(entry, pid):
         os.close(fd)
 
 
-def _lock(fd, wait):
+def _lock(fd: int, wait: bool) -> bool:
     """Takes an exclusive lock of `fd` (released when the process ends, however it ends):
     False when another process holds it and `wait` is false."""
     import fcntl  # POSIX: reached only where workers start from a fork server
@@ -232,30 +239,32 @@ class WorkerPool:
     The fork server stays. The slots stay from epoch to epoch.
     """
 
-    def __init__(self, work, count, name):
+    def __init__(self, work: Any, count: int, name: str) -> None:
         self.count = count
         self.payload, self.fds = pickle_work(work, name)
         self.name = name
         self.lock = threading.Lock()
         self._ending = threading.Lock()  # held while a crew stops
-        self.slots = []
+        self.slots: list[_Slot] = []
         self.slot_size = 1 << 20  # grown when a batch does not fit
         self.slot_numbers = 0
-        self._crew = [None]  # the running processes (a box the finalizer shares)
-        self.broken = None  # the error every later submit gets
-        self._idle = None  # the pending stop_later (a threading.Timer)
+        # the running processes (a box the finalizer shares)
+        self._crew: list[_Crew | None] = [None]
+        self.broken: Exception | None = None  # the error every later submit gets
+        self._idle: threading.Timer | None = None  # the pending stop_later
         weakref.finalize(self, _stop_crew, self._crew)
 
     @property
-    def crew(self):
+    def crew(self) -> _Crew | None:
         return self._crew[0]
 
     @crew.setter
-    def crew(self, crew):
+    def crew(self, crew: _Crew | None) -> None:
         self._crew[0] = crew
 
-    def submit(self, epoch, offset, index, seed, batch_shuffle=False):
-        future = Future()
+    def submit(self, epoch: int, offset: int, index: int, seed: int,
+               batch_shuffle: bool = False) -> Future[Any]:
+        future: Future[Any] = Future()
         future.set_running_or_notify_cancel()
         with self.lock:
             if self._idle is not None:  # a new epoch, or the next batch: they go on
@@ -271,7 +280,8 @@ class WorkerPool:
             self.crew.send(future, slot, (epoch, offset, index, seed, batch_shuffle))
         return future
 
-    def stop(self, timer=None, grace=STOP_GRACE_S):
+    def stop(self, timer: threading.Timer | None = None, grace: float = STOP_GRACE_S,
+             ) -> None:
         """Ends the worker processes, after the batches they were asked for (those not
         made within `grace` seconds are dropped: SIGTERM); called by `timer`, only if no
         batch was asked for since it was set."""
@@ -286,7 +296,7 @@ class WorkerPool:
             if crew is not None and crew.pid == os.getpid():
                 crew.stop(HURRIED_GRACE_S if self.broken is not None else grace)
 
-    def stop_later(self):
+    def stop_later(self) -> None:
         """Ends the worker processes IDLE_S seconds from now, unless a batch is asked for
         first (at once when the pool is broken)."""
         if self.broken is not None or IDLE_S <= 0:
@@ -294,14 +304,14 @@ class WorkerPool:
             return
         self._stop_in(IDLE_S, STOP_GRACE_S)
 
-    def stop_soon(self):
+    def stop_soon(self) -> None:
         """A batch failed in the caller: ends the worker processes ERROR_IDLE_S seconds
         from now, dropping the batches they were making, unless another batch is asked
         for first (a loop that goes on past a failed batch). On a timer's thread: the
         caller's error is not held up."""
         self._stop_in(ERROR_IDLE_S, HURRIED_GRACE_S)
 
-    def _stop_in(self, delay, grace):
+    def _stop_in(self, delay: float, grace: float) -> None:
         with self.lock:
             if self.crew is None:
                 return
@@ -312,7 +322,7 @@ class WorkerPool:
             self._idle = timer
         timer.start()
 
-    def _free_slot(self):
+    def _free_slot(self) -> _Slot:
         """A slot nothing holds, of the current size (smaller ones are let go)."""
         for slot in [slot for slot in self.slots if slot.capacity < self.slot_size]:
             if slot.free():
@@ -326,13 +336,13 @@ class WorkerPool:
         self.slots.append(slot)
         return slot
 
-    def fits(self, needed):
+    def fits(self, needed: int) -> None:
         """Notes that a batch needed `needed` bytes: later slots are that big."""
         with self.lock:
             self.slot_size = max(self.slot_size, -(-needed // mmap.PAGESIZE) * mmap.PAGESIZE)
 
 
-def pickle_work(work, name):
+def pickle_work(work: Any, name: str) -> tuple[bytes, list[int]]:
     """(payload, file descriptors of the shared caches it names): `work` pickled for the
     worker processes, by reference, or by value (cloudpickle) where a worker could not
     import what the pickle names (see the module docstring). A TypeError naming the
@@ -340,6 +350,7 @@ def pickle_work(work, name):
     kerasgen objects it holds)."""
     import cloudpickle
 
+    payload: bytes | None
     with _shm.passing_fds([]) as fds:  # shared caches pass their memory along
         try:
             payload = pickle.dumps(work, protocol=pickle.HIGHEST_PROTOCOL)
@@ -353,7 +364,7 @@ def pickle_work(work, name):
     return payload, fds
 
 
-def _culprits(obj, seen=None):
+def _culprits(obj: Any, seen: set[int] | None = None) -> list[str]:
     """The names of `obj`'s attributes that cannot be pickled, looked for inside the
     kerasgen objects it holds (a maker's source, a subclass's generator): the user's
     own attributes, not the kerasgen objects around them (each looked in once)."""
@@ -375,13 +386,13 @@ def _culprits(obj, seen=None):
     return names
 
 
-def _ours(value):
+def _ours(value: Any) -> bool:
     """Whether `value` is an object of kerasgen's (a generator subclass included)."""
     return hasattr(value, "__dict__") and any(
         c.__module__.split(".")[0] == "kerasgen" for c in type(value).__mro__)
 
 
-def _unpicklable(work, name, error):
+def _unpicklable(work: Any, name: str, error: Exception) -> TypeError:
     names = list(dict.fromkeys(_culprits(work)))
     what = (f"its attribute{'s' if len(names) > 1 else ''} "
             f"{', '.join(repr(n) for n in names)}" if names else "it")
@@ -393,7 +404,7 @@ def _unpicklable(work, name, error):
         "(use_multiprocessing=False).")
 
 
-def _stop_crew(box):
+def _stop_crew(box: list[_Crew | None]) -> None:
     """A pool was collected: its processes end."""
     crew = box[0]
     if crew is not None and crew.pid == os.getpid():
@@ -403,28 +414,30 @@ def _stop_crew(box):
 class _Slot:
     """A shared-memory block one batch is written into."""
 
-    def __init__(self, number, capacity):
+    def __init__(self, number: int, capacity: int) -> None:
         self.number, self.capacity = number, capacity
         self.fd = _shm.shared_memory(capacity)
         self.array = np.frombuffer(mmap.mmap(self.fd, capacity), np.uint8)
         self.busy = False  # a worker is writing it
         self.close = weakref.finalize(self, os.close, self.fd)
 
-    def free(self):
+    def free(self) -> bool:
         return not self.busy and sys.getrefcount(self.array) == _FREE
 
 
 class _Crew:
     """One start of a pool's processes, with the thread receiving their batches."""
 
-    def __init__(self, pool):
-        self.pool = weakref.proxy(pool)
+    def __init__(self, pool: WorkerPool) -> None:
+        self.pool: WorkerPool = weakref.proxy(pool)  # ReferenceError once it is collected
         self.count, self.name = pool.count, pool.name
         self.pid = os.getpid()
         self.lock = pool.lock
-        self.processes, self.conns = [], []
-        self.known = []  # per worker: slot numbers it has mapped
-        self.owed = []  # per worker: {task id: (future, slot, task)}
+        self.processes: list[multiprocessing.process.BaseProcess] = []
+        self.conns: list[multiprocessing.connection.Connection] = []
+        self.known: list[set[int]] = []  # per worker: slot numbers it has mapped
+        # per worker: {task id: (future, slot, task)}
+        self.owed: list[dict[int, tuple[Future[Any], _Slot, tuple[Any, ...]]]] = []
         self.next_task = 0
         self.stopping = False
         ctx = context()
@@ -447,7 +460,7 @@ class _Crew:
                                        daemon=True)
         self.thread.start()
 
-    def send(self, future, slot, task):
+    def send(self, future: Future[Any], slot: _Slot, task: tuple[Any, ...]) -> None:
         """Asks the least busy worker for `task` into `slot` (under the pool's lock)."""
         worker = min(range(self.count), key=lambda k: len(self.owed[k]))
         self.next_task += 1
@@ -462,7 +475,7 @@ class _Crew:
         except OSError:
             pass  # the worker is gone: the receiving thread reports it
 
-    def stop(self, grace=STOP_GRACE_S):
+    def stop(self, grace: float = STOP_GRACE_S) -> None:
         """Ends the processes: each makes the batches it was asked for and ends; those
         still running after `grace` seconds (all together) are terminated, the batches
         they owed dropped (`_dropped`)."""
@@ -483,7 +496,7 @@ class _Crew:
         for conn in self.conns:
             conn.close()
 
-    def _receive(self):
+    def _receive(self) -> None:
         """The receiving thread: batches to their futures, a worker's end to the batches
         it owed. It never ends with a batch unanswered (`_failed`)."""
         try:
@@ -491,7 +504,7 @@ class _Crew:
         except BaseException as error:  # noqa: BLE001 - no caller may wait forever
             self._failed(error)
 
-    def _receive_all(self):
+    def _receive_all(self) -> None:
         waiting = {conn: k for k, conn in enumerate(self.conns)}
         sentinels = {process.sentinel: k for k, process in enumerate(self.processes)}
         while waiting:
@@ -511,7 +524,7 @@ class _Crew:
                 sentinels.pop(self.processes[worker].sentinel, None)
                 self._ended(worker)
 
-    def _read(self, worker):
+    def _read(self, worker: int) -> bool:
         """Delivers the next message of `worker`: False when its pipe has ended."""
         try:
             message = self.conns[worker].recv()
@@ -520,7 +533,7 @@ class _Crew:
         self._deliver(worker, message)
         return True
 
-    def _deliver(self, worker, message):
+    def _deliver(self, worker: int, message: tuple[Any, ...]) -> None:
         kind, task_id = message[0], message[1]
         with self.lock:
             owed = self.owed[worker].pop(task_id, None)
@@ -536,7 +549,7 @@ class _Crew:
         slot.busy = False
         future.set_result(result)
 
-    def _result(self, kind, message, slot):
+    def _result(self, kind: str, message: tuple[Any, ...], slot: _Slot) -> Any:
         """The batch a message carries (raised: the batch's error)."""
         if kind == "done":
             return _views(slot.array, message[2])
@@ -546,7 +559,7 @@ class _Crew:
             return _unpickled(message[2], "its batch")
         raise _rebuilt(*message[2:])
 
-    def _ended(self, worker):
+    def _ended(self, worker: int) -> None:
         """`worker`'s process has ended: told to (a stop: it exits with 0, or ends by
         the stop's SIGTERM), or not (it died, also while a stop waited)."""
         process = self.processes[worker]
@@ -556,7 +569,7 @@ class _Crew:
         else:
             self._died(worker)
 
-    def _dropped(self, worker):
+    def _dropped(self, worker: int) -> None:
         """A stopped worker left batches unmade (nobody was waiting for them): each is
         made where it is asked for, if it is (a CancelledError tells WorkAhead so)."""
         with self.lock:
@@ -565,7 +578,7 @@ class _Crew:
             slot.busy = False
             future.set_exception(CancelledError())
 
-    def _died(self, worker):
+    def _died(self, worker: int) -> None:
         process = self.processes[worker]
         process.join(timeout=1)
         code = process.exitcode
@@ -585,7 +598,7 @@ class _Crew:
             future.set_exception(RuntimeError(
                 f"{error} It was making batch {index} of epoch {epoch}."))
 
-    def _failed(self, error):
+    def _failed(self, error: BaseException) -> None:
         """The receiving thread failed (a message it could not read): every batch owed
         fails, naming why, and so does every later one. Their slots stay busy: a worker
         may still be writing them."""
@@ -603,7 +616,7 @@ class _Crew:
                 f"{broken} It was waiting for batch {index} of epoch {epoch}."))
 
 
-def _unpickled(data, what):
+def _unpickled(data: bytes, what: str) -> Any:
     """pickle.loads(data); what cannot be rebuilt here is a RuntimeError naming `what`."""
     try:
         return pickle.loads(data)
@@ -613,12 +626,12 @@ def _unpickled(data, what):
             f"the training process ({type(error).__name__}: {error}).") from None
 
 
-def _rebuilt(data, summary, trace):
+def _rebuilt(data: bytes | None, summary: str, trace: str) -> BaseException:
     """The exception a batch raised in a worker (`data`: pickled, or None where it could
     not be), with the worker's traceback as a note; where it cannot be rebuilt here (its
     class takes other arguments than its pickle gives, say), a RuntimeError with its
     type and message."""
-    error = None
+    error: Any = None  # what the pickle holds (an exception, where it could be rebuilt)
     if data is not None:
         with contextlib.suppress(Exception):
             error = pickle.loads(data)
@@ -630,7 +643,7 @@ def _rebuilt(data, summary, trace):
     return error
 
 
-def _views(memory, layout):
+def _views(memory: np.ndarray, layout: tuple[Any, ...]) -> Any:
     """The batch described by `layout`, as arrays viewing `memory`."""
     kind = layout[0]
     if kind == "array":
@@ -646,7 +659,7 @@ def _views(memory, layout):
     return tuple(parts) if kind == "tuple" else parts
 
 
-def _layout(batch, offset=0):
+def _layout(batch: Any, offset: int = 0) -> tuple[tuple[Any, ...], int]:
     """(layout, bytes needed): where each array of `batch` goes in a slot."""
     if isinstance(batch, np.ndarray) and batch.dtype != object:
         start = -(-offset // ALIGN) * ALIGN
@@ -666,7 +679,7 @@ def _layout(batch, offset=0):
     return ("value", pickle.dumps(batch, protocol=pickle.HIGHEST_PROTOCOL)), offset
 
 
-def _write(memory, batch, layout):
+def _write(memory: np.ndarray, batch: Any, layout: tuple[Any, ...]) -> None:
     kind = layout[0]
     if kind == "array":
         _views(memory, layout)[...] = batch
@@ -679,12 +692,12 @@ def _write(memory, batch, layout):
 
 
 @contextlib.contextmanager
-def _main_hidden():
+def _main_hidden() -> Iterator[None]:
     """Starts processes without multiprocessing's instruction to import the parent's
     `__main__` (the user's script) first; _serve imports it itself when needed."""
     main = sys.modules["__main__"]
-    saved = {key: main.__dict__[key] for key in ("__file__", "__spec__")
-             if key in main.__dict__}
+    saved: dict[str, Any] = {key: main.__dict__[key] for key in ("__file__", "__spec__")
+                             if key in main.__dict__}
     main.__dict__.pop("__file__", None)
     main.__dict__["__spec__"] = None
     try:
@@ -694,11 +707,13 @@ def _main_hidden():
         main.__dict__.update(saved)
 
 
-def _serve(conn):
+def _serve(conn: multiprocessing.connection.Connection) -> None:
     """A worker process: makes the batches asked for until told to stop."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent ends us (module docstring)
     payload = conn.recv_bytes()
     fds = [reduction.recv_handle(conn) for _ in range(conn.recv())]
+    work: Any  # the batch maker, unpickled (None where it could not be)
+    failed: Exception | None
     work, failed = None, None
     try:
         with _shm.passing_fds(fds), _quiet.tensorflow_quiet(default_level=None):
@@ -709,7 +724,7 @@ def _serve(conn):
             error.add_note("kerasgen: a worker process could not rebuild the generator's "
                            "batch maker from its pickle (a module it names may not be "
                            "importable there).")
-    slots = {}
+    slots: dict[int, np.ndarray] = {}  # slot number -> its shared memory
     while True:
         try:
             message = conn.recv()
@@ -723,6 +738,7 @@ def _serve(conn):
             os.close(fd)
             continue
         _, task_id, slot, epoch, offset, index, seed, batch_shuffle = message
+        reply: tuple[Any, ...]
         try:
             if failed is not None:
                 raise failed
@@ -743,7 +759,7 @@ def _serve(conn):
             return
 
 
-def _error_parts(error):
+def _error_parts(error: BaseException) -> tuple[bytes | None, str, str]:
     """(pickle or None, "Type: message", traceback) of the exception being handled: the
     parent rebuilds it from these (`_rebuilt`), or says what it was."""
     trace = traceback.format_exc()

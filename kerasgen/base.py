@@ -520,15 +520,20 @@ class Generator(PyDataset):
     def _serving(self, indices: np.ndarray, positions: np.ndarray,
                  partners: np.ndarray | None, lams: np.ndarray | None,
                  ) -> sources_mod.BatchRequest:
-        """The request of the batch being made on this thread (the current epoch's, for
-        a hook called by hand)."""
-        maker, order = self._maker, self._order
-        serving = getattr(maker.source, "serving", None)
-        request = None if serving is None else serving(indices, positions, partners, lams)
-        if request is None:
-            request = maker.request(np.asarray(indices), np.asarray(positions), partners,
-                                    lams, order.seed, order.epoch)
-        return request
+        """The request for these samples of the batch being made on this thread (of the
+        current epoch, for a hook called by hand)."""
+        current = self._current_request()
+        if current is None:
+            order = self._order
+            return self._maker.request(np.asarray(indices), np.asarray(positions),
+                                       partners, lams, order.seed, order.epoch)
+        return dataclasses.replace(current, indices=np.asarray(indices),
+                                   positions=np.asarray(positions), partners=partners,
+                                   lams=lams)
+
+    def _current_request(self) -> sources_mod.BatchRequest | None:
+        current = getattr(self._maker.source, "current", None)
+        return None if current is None else current()
 
     def assemble(self, samples: Sequence[Any], indices: np.ndarray) -> Any:
         """Writes same-shaped samples into one preallocated batch."""
@@ -541,7 +546,11 @@ class Generator(PyDataset):
         augment = self._maker.augment
         if augment is None:
             return x, mask
-        request = self._serving(np.asarray([], "int64"), np.asarray([position]), None, None)
+        request = self._current_request()
+        if request is None:  # called by hand: the current epoch's draws
+            order = self._order
+            return augment.apply(x, order.seed, order.epoch, int(position), mask,
+                                 self.dtype, self.rescale)
         return augment.apply(x, request.seed, request.epoch, int(position), mask,
                              request.dtype, request.rescale)
 

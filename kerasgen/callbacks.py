@@ -133,6 +133,8 @@ def restore(generator: Generator, path: StrPath) -> dict[str, Any] | None:
 def _read_state(path):
     with _checks.open_regular(path, "the checkpoint") as f:  # a FIFO, /dev/zero: refused
         raw = f.read()
+    problem: str | None
+    cause: ValueError | None  # the decoding or parsing error (both are ValueErrors)
     problem, cause = None, None
     if not raw.strip():
         problem = f"the file is empty ({len(raw)} bytes)"

@@ -291,6 +291,8 @@ def _class_ids(found: annotations_mod.Annotations,
 
     targets = labels_mod.encode_class_labels(np.array(flat, dtype=object) if isinstance(
         flat[0], str) else np.array(flat), "int", class_names, None, describe)
+    # encode_class_labels gives every sample its class id and counts the classes
+    assert targets.class_ids is not None and targets.num_classes is not None
     ids = targets.class_ids.astype(np.int32)
     bounds = np.cumsum([0] + [len(labels) for labels in found.labels])
     names = targets.class_names if targets.class_names is not None else [

@@ -215,8 +215,9 @@ def _check_keras_arguments(label_mode, format, validation_split, subset, shuffle
     if format not in FORMATS:
         _checks.fail("format", "'tf' (a tf.data.Dataset), 'grain' (a grain.IterDataset) "
                      "or 'kerasgen' (the kg.ImageFolderGenerator)", format)
+    # typeshed's numbers.Real has no __gt__, which `0 < validation_split` falls back on
     if validation_split and not (isinstance(validation_split, numbers.Real)
-                                 and 0 < validation_split < 1):
+                                 and 0 < validation_split < 1):  # type: ignore[operator]
         _checks.fail("validation_split", "a fraction between 0 and 1 (exclusive), or "
                      "None", validation_split)
     if (validation_split or subset) and not (validation_split and subset):

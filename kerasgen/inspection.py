@@ -153,7 +153,7 @@ def _label_errors(cells, label_mode, label_delimiter, y_col, describe):
     if label_mode not in labels_mod.CLASS_MODES + ("multi_label",):
         return found, []
     delimiter = label_delimiter if label_mode == "multi_label" else None  # warned above
-    errors = []
+    errors: list[str] = []
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:

@@ -414,7 +414,7 @@ def _value(feature, kind, key, describe):
     """The value(s) of `feature` read as `kind`, or a ValueError naming the feature, the
     kind asked for and the list the record holds (`describe()` says which record)."""
     which = feature.WhichOneof("kind")
-    values = getattr(feature, which).value if which else ()
+    values: Sequence[Any] = getattr(feature, which).value if which else ()
     if which is not None and which not in LISTS[kind]:
         hint = (f"Declare it {SUGGEST[which]}." if kind != "label" else
                 "A label is one class id (int64_list) or one class name (bytes_list).")

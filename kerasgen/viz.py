@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
@@ -11,6 +11,17 @@ from kerasgen._typing import BatchArrays, StrPath
 
 if TYPE_CHECKING:
     from kerasgen.base import Generator
+
+
+class _Labelled(Protocol):
+    """What `draw_batch` reads of its `gen`: a generator, or anything that names its
+    classes and label mode as one does (the command line's preview batch)."""
+
+    @property
+    def class_names(self) -> list[str] | None: ...
+
+    @property
+    def label_mode(self) -> str | None: ...
 
 
 def output_file(path: StrPath, name: str = "path") -> tuple[str, str]:
@@ -79,7 +90,7 @@ def show_batch(gen: Generator, n: int = 16, path: StrPath = "preview.png",
                       f"{type(gen).__name__}: epoch {gen.epoch}, batch {batch_index}")
 
 
-def draw_batch(x: BatchArrays, y: np.ndarray | None, gen: Generator, path: StrPath,
+def draw_batch(x: BatchArrays, y: np.ndarray | None, gen: _Labelled, path: StrPath,
                n: int = 16, columns: int | None = None, title: str = "") -> StrPath:
     """Writes a grid of the first `n` images of a batch `x` with the captions of `y`;
     `gen` gives `class_names` and `label_mode`. Returns `path`."""
