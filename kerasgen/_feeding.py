@@ -25,7 +25,7 @@ import numbers
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from kerasgen import _ahead, _checks, _workers
+from kerasgen import _ahead, _checks, _workers, sources
 from kerasgen.loader import usable_cores
 
 if TYPE_CHECKING:
@@ -72,8 +72,7 @@ class Placement:
     def share(self, source: Any) -> Any:
         """`source` as worker processes share it (an image source's memory cache in
         shared memory): its `for_processes(n)`, or the source itself."""
-        share = getattr(source, "for_processes", None)
-        return source if share is None or not self.processes else share(self.workers)
+        return sources.for_processes(source, self.workers) if self.processes else source
 
     def check(self, maker: BatchMaker) -> None:
         """Refuses what the worker processes could not run: Keras layers in

@@ -513,7 +513,8 @@ class Generator(PyDataset):
             if own_augment and request.augment is not None:
                 request = dataclasses.replace(request, augment=_hooks.OwnAugment(self))
             return self.source.load_batch(request)
-        augment = self.augment_sample if own_augment or request.augment else None
+        augment = (self.augment_sample if own_augment or request.augment is not None
+                   else None)
         return sources_mod.load_each(request, self.load_sample, self.describe_sample,
                                      self.assemble, self.finish_x, augment)
 
