@@ -19,10 +19,11 @@ from typing import TYPE_CHECKING, Any
 from kerasgen.rebalance import class_weights, rebalance
 
 if TYPE_CHECKING:  # what type checkers and IDEs see of the lazy names below (PEP 484)
-    from kerasgen import augment, callbacks, gpu, samplers, sources, viz
+    from kerasgen import augment, callbacks, gpu, samplers, viz
+    from kerasgen.sources import _core as sources
     from kerasgen.arrayrecord import ArrayRecordGenerator
-    from kerasgen._malloc import leave_malloc, tune_malloc
-    from kerasgen._remote_cache import RemoteCache
+    from kerasgen.pipeline.malloc import leave_malloc, tune_malloc
+    from kerasgen.sources._remote_cache import RemoteCache
     from kerasgen.base import Generator
     from kerasgen.detection import DetectionGenerator
     from kerasgen.generators import ArrayGenerator, CSVGenerator, ImageFolderGenerator
@@ -71,7 +72,7 @@ _WHERE = {
     "DetectionGenerator": "kerasgen.detection",
     "Generator": "kerasgen.base",
     "ImageFolderGenerator": "kerasgen.generators",
-    "RemoteCache": "kerasgen._remote_cache",
+    "RemoteCache": "kerasgen.sources._remote_cache",
     "SQLFeatureGenerator": "kerasgen.sql",
     "SQLGenerator": "kerasgen.sql",
     "SQLImageGenerator": "kerasgen.sql",
@@ -83,10 +84,10 @@ _WHERE = {
     "gpu": None,
     "image_dataset_from_directory": "kerasgen.image_dataset",
     "inspect": "kerasgen.inspection",
-    "leave_malloc": "kerasgen._malloc",
+    "leave_malloc": "kerasgen.pipeline.malloc",
     "samplers": None,
     "sources": None,
-    "tune_malloc": "kerasgen._malloc",
+    "tune_malloc": "kerasgen.pipeline.malloc",
     "viz": None,
 }
 

@@ -18,7 +18,7 @@ import threading
 from typing import Any
 
 from kerasgen import _checks
-from kerasgen.sources import BatchRequest
+from kerasgen.sources._core import BatchRequest
 
 HOOKS = ("load_sample", "describe_sample", "load_batch", "assemble", "augment_sample",
          "finish_x")  # the methods of Generator a subclass may fill

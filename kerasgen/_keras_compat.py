@@ -25,7 +25,7 @@ recognised by the calling frame's function and file name:
   one made at the end of the last. Destroying a tf.data iterator waits for its autotuning
   thread, which notices only when its own timed wait ends: measured here, stalls of 15 to
   20 s with no thread busy, in 7 of 17 epochs of Keras's tutorial CNN (TensorFlow 2.21). A kerasgen
-  generator works ahead itself (see _ahead.py), so the adapter's dataset gets tf.data's
+  generator works ahead itself (see pipeline/ahead.py), so the adapter's dataset gets tf.data's
   autotuning turned off, as Keras itself does when it runs worker threads.
 
 - With `workers > 1` the adapter makes an `OrderedEnqueuer`: with `use_multiprocessing`
@@ -33,7 +33,7 @@ recognised by the calling frame's function and file name:
   on the JAX and torch backends the batch `fit` draws to build the model leaves its
   thread pool's stream one batch ahead (each epoch then trains on batches 1..n-1 and the
   next epoch's batch 0, a plain PyDataset's too). A kerasgen generator runs worker
-  threads or processes of its own (see _ahead.py, _workers.py), so the adapter's
+  threads or processes of its own (see pipeline/ahead.py, pipeline/workers.py), so the adapter's
   enqueuer, made but not started yet, is dropped: the adapter then asks the generator
   for its batches in order, from one thread, as with workers=1. Keras's pool is never
   kept: inside its daemonic workers kerasgen could start no process of its own, and its

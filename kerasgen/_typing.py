@@ -31,7 +31,7 @@ Interpolation = Literal["bilinear", "area", "bicubic", "nearest", "lanczos", "la
 LabelMode = Literal["int", "categorical", "binary", "multi_label", "raw", "mask", "input",
                     "boxes", "image"]
 
-# kerasgen._batching.DTYPES, less None (None keeps the samples' own dtype)
+# kerasgen.pipeline.batching.DTYPES, less None (None keeps the samples' own dtype)
 DType = Literal["float32", "float16", "uint8", "uint16"]
 
 # kerasgen.loader.DECODERS: who decodes a batch's JPEGs

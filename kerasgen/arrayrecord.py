@@ -18,9 +18,10 @@ from typing import Any, Literal
 
 import numpy as np
 
-from kerasgen import _checks, _remote
+from kerasgen import _checks
+from kerasgen.sources import _remote
 from kerasgen._progress import progress
-from kerasgen._remote_cache import RemoteCache
+from kerasgen.sources._remote_cache import RemoteCache
 from kerasgen._typing import (ColorMode, Decoder, ImageSize, Interpolation, LabelMode,
                               StrPath)
 from kerasgen.tfrecord import (FeatureKind, Shards, _ExampleGenerator, import_example,

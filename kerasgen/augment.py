@@ -27,7 +27,7 @@ from kerasgen._typing import Augment, BatchAugmentSteps, ImageSize
 if TYPE_CHECKING:
     import albumentations
 
-    from kerasgen._boxes import ImageBoxes
+    from kerasgen.sources._boxes import ImageBoxes
 
 PIP_ALBUMENTATIONS = 'pip install "albumentations>=2.0,<2.1"'
 
@@ -170,7 +170,7 @@ def _with_boxes(transform: Any, image: np.ndarray, targets: ImageBoxes) -> Any:
     crop, below min_visibility) are known exactly; the class ids go under each label
     field, and come back from `targets` by row. Keypoints likewise, a missing one (NaN)
     left out and still missing after."""
-    from kerasgen import _boxes as boxes_mod
+    from kerasgen.sources import _boxes as boxes_mod
 
     params = _params(transform, "bboxes")
     height, width = image.shape[:2]

@@ -22,15 +22,20 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from keras.utils import PyDataset
 
-from kerasgen import _checks, _feeding, _hooks, _keras_compat, _making, _malloc, _order
-from kerasgen import sources as sources_mod
-from kerasgen import _batching as batching
+from kerasgen import _checks, _hooks, _keras_compat
+from kerasgen.pipeline import feeding as _feeding
+from kerasgen.pipeline import making as _making
+from kerasgen.pipeline import malloc as _malloc
+from kerasgen.pipeline import order as _order
+from kerasgen.sources import _core as sources_mod
+from kerasgen.pipeline import batching
 from kerasgen import _labels as labels_mod
 from kerasgen import _seeding as seeding
 from kerasgen import _stats as stats_mod
 from kerasgen import samplers as samplers_mod
-from kerasgen._augmenting import Augmentation
-from kerasgen._image_source import check_rescale
+from kerasgen.samplers import _adapters as sampler_adapters
+from kerasgen.pipeline.augmenting import Augmentation
+from kerasgen.sources._image import check_rescale
 from kerasgen._typing import BatchAugmentSteps
 
 if TYPE_CHECKING:
@@ -158,7 +163,7 @@ class Generator(PyDataset):
         self.num_samples = len(source)
         self.batch_size = _checks.positive_int("batch_size", batch_size)
         self.shuffle = bool(shuffle)
-        samplers_mod.check_seed(sampler, seed)  # before a None seed is drawn
+        sampler_adapters.check_seed(sampler, seed)  # before a None seed is drawn
         seed = seeding.resolve_seed(seed)
         self.dtype = _checks.one_of("dtype", dtype, batching.DTYPES)
         self.drop_remainder = bool(drop_remainder)

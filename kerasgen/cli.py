@@ -52,7 +52,7 @@ class PreviewBatch:
 
         from kerasgen import augment
         from kerasgen import _seeding as seeding
-        from kerasgen import _listing as listing
+        from kerasgen.sources import _listing as listing
         from kerasgen.loader import ImageLoader
 
         paths, class_ids, self.class_names, _ = listing.list_image_folder(

@@ -11,16 +11,17 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
-from kerasgen import _annotations as annotations_mod
-from kerasgen import _boxes as boxes_mod
-from kerasgen import _checks, _remote
+from kerasgen.sources import _annotations as annotations_mod
+from kerasgen.sources import _boxes as boxes_mod
+from kerasgen import _checks
+from kerasgen.sources import _remote
 from kerasgen import _images as images
 from kerasgen import _labels as labels_mod
-from kerasgen import _listing as listing
+from kerasgen.sources import _listing as listing
 from kerasgen import augment as augment_mod
 from kerasgen import loader as loader_mod
-from kerasgen._detection import DetectionSource
-from kerasgen._remote_cache import RemoteCache
+from kerasgen.sources._detection import DetectionSource
+from kerasgen.sources._remote_cache import RemoteCache
 from kerasgen._typing import (Cache, ColorMode, Decoder, ImageSize, Interpolation, OnError,
                               StrPath, Subset)
 from kerasgen.generators import _ImageFileGenerator, _processes

@@ -14,19 +14,21 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 import numpy as np
 import numpy.typing as npt
 
-from kerasgen import _batching as batching
-from kerasgen import _checks, _feeding, _remote
+from kerasgen.pipeline import batching
+from kerasgen import _checks
+from kerasgen.pipeline import feeding as _feeding
+from kerasgen.sources import _remote
 from kerasgen import _images as images
-from kerasgen import _listing as listing
-from kerasgen import sources
+from kerasgen.sources import _listing as listing
+from kerasgen.sources import _core as sources
 from kerasgen import _labels as labels_mod
 from kerasgen import loader as loader_mod
 from kerasgen._typing import (Arrays, Cache, ColorMode, Decoder, FolderLabels,
                               ImageSize, Interpolation, LabelMode, OnError, StrPath, Subset)
-from kerasgen._image_source import ImageSource
-from kerasgen._paired import PairedSource
+from kerasgen.sources._image import ImageSource
+from kerasgen.sources._paired import PairedSource
 from kerasgen._iterator_names import IteratorNames
-from kerasgen._remote_cache import RemoteCache
+from kerasgen.sources._remote_cache import RemoteCache
 from kerasgen.base import Generator
 
 if TYPE_CHECKING:

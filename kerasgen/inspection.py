@@ -16,7 +16,7 @@ import numpy as np
 from kerasgen import _checks
 from kerasgen import _images as images
 from kerasgen import _labels as labels_mod
-from kerasgen import _listing as listing
+from kerasgen.sources import _listing as listing
 from kerasgen._progress import progress
 from kerasgen._typing import LabelMode, StrPath
 

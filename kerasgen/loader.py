@@ -22,11 +22,11 @@ import numpy as np
 import numpy.typing as npt
 
 from kerasgen import _checks, _jpeg
-from kerasgen import _batching as batching
+from kerasgen.pipeline import batching
 from kerasgen import _images as images
-from kerasgen import _cache as cache_mod
+from kerasgen.pipeline import cache as cache_mod
 from kerasgen import _nvdecode
-from kerasgen import _remote
+from kerasgen.sources import _remote
 from kerasgen import _stats as stats_mod
 from kerasgen._progress import progress
 from kerasgen._typing import Cache, ColorMode, Decoder, ImageSize, Interpolation, OnError, StrPath

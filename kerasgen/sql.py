@@ -14,10 +14,11 @@ from typing import Any, overload
 
 import numpy as np
 
-from kerasgen import _checks, _remote
-from kerasgen import _listing as listing
-from kerasgen._batching import DTYPES, EXACT_INTEGERS
-from kerasgen._listing import _check_unique
+from kerasgen import _checks
+from kerasgen.sources import _remote
+from kerasgen.sources import _listing as listing
+from kerasgen.pipeline.batching import DTYPES, EXACT_INTEGERS
+from kerasgen.sources._listing import _check_unique
 from kerasgen._typing import LabelMode, StrPath, Subset
 from kerasgen.generators import ArrayGenerator, CSVGenerator, _csv_labels, _rows, _split
 

@@ -40,14 +40,15 @@ from typing import IO, Any, Literal, Union
 import numpy as np
 from keras.utils import PyDataset
 
-from kerasgen import _batching as batching
-from kerasgen import _checks, _remote
+from kerasgen.pipeline import batching
+from kerasgen import _checks
+from kerasgen.sources import _remote
 from kerasgen import _images as images
 from kerasgen import _labels as labels_mod
 from kerasgen import _seeding as seeding
 from kerasgen import tfrecord as tfrecord_mod
 from kerasgen import webdataset as wds
-from kerasgen._augmenting import Augmentation
+from kerasgen.pipeline.augmenting import Augmentation
 from kerasgen._typing import ColorMode, DType, ImageSize, Interpolation
 
 # Seeding streams of their own (kerasgen._seeding numbers the others 0-6).

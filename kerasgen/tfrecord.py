@@ -29,16 +29,18 @@ try:
 except ImportError:  # named with the pip command in TFRecordGenerator(...)
     google_crc32c = None  # type: ignore[assignment]
 
-from kerasgen import _checks, _remote, _remote_cache
-from kerasgen._batching import EXACT_INTEGERS
-from kerasgen._image_source import ImageSource, check_rescale
+from kerasgen import _checks
+from kerasgen.sources import _remote
+from kerasgen.sources import _remote_cache
+from kerasgen.pipeline.batching import EXACT_INTEGERS
+from kerasgen.sources._image import ImageSource, check_rescale
 from kerasgen._progress import progress
-from kerasgen._remote_cache import RemoteCache
+from kerasgen.sources._remote_cache import RemoteCache
 from kerasgen._typing import (ColorMode, Decoder, ImageSize, Interpolation, LabelMode,
                               StrPath)
 from kerasgen.base import Generator
 from kerasgen.loader import DECODERS, ImageLoader
-from kerasgen.sources import ArraySource
+from kerasgen.sources._core import ArraySource
 
 KINDS = ("image", "label", "float", "int")
 FeatureKind = Literal["image", "label", "float", "int"]  # KINDS

@@ -33,10 +33,11 @@ from typing import IO, Any, Literal
 
 import numpy as np
 
-from kerasgen import _checks, _remote
+from kerasgen import _checks
+from kerasgen.sources import _remote
 from kerasgen import _images as images
 from kerasgen._progress import progress
-from kerasgen._remote_cache import RemoteCache
+from kerasgen.sources._remote_cache import RemoteCache
 from kerasgen._typing import (Cache, ColorMode, Decoder, ImageSize, Interpolation, OnError,
                               StrPath)
 from kerasgen.generators import _check_common, _ImageFileGenerator, image_source

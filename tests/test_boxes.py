@@ -9,9 +9,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from kerasgen import _annotations as annotations
-from kerasgen import _boxes as boxes
-from kerasgen import _listing as listing
+from kerasgen.sources import _annotations as annotations
+from kerasgen.sources import _boxes as boxes
+from kerasgen.sources import _listing as listing
 
 
 def _random_boxes(n=6, seed=0):

@@ -2,6 +2,7 @@
 ImageFolderGenerator (labels, aspect ratio, interpolation, subset="both"), unknown keyword
 arguments, workers=0, and a command line that starts without Keras."""
 
+import importlib
 import inspect
 import os
 import subprocess
@@ -563,32 +564,54 @@ PUBLIC_MODULES = {
 }
 
 
-def test_every_module_is_public_on_purpose_or_internal_by_name():
+INTERNAL_PACKAGES = {"pipeline": "how batches are made, below the public API"}
+
+
+def _modules():
+    """{dotted name relative to the package: path} of every kerasgen module; a package's
+    `__init__.py` is the package's name ("samplers", "pipeline")."""
     package = Path(kg.__file__).parent
-    modules = {p.stem for p in package.glob("*.py")} - {"__init__", "__main__"}
-    assert sorted(m for m in modules if not m.startswith("_")) == sorted(PUBLIC_MODULES)
+    found = {}
+    for path in package.rglob("*.py"):
+        parts = path.relative_to(package).with_suffix("").parts
+        if parts[-1] == "__init__" and len(parts) > 1:
+            parts = parts[:-1]
+        found[".".join(parts)] = path
+    return found
+
+
+def test_every_module_is_public_on_purpose_or_internal_by_name():
+    modules = set(_modules()) - {"__init__", "__main__"}
+    internal = {m for m in modules if any(part.startswith("_") for part in m.split("."))
+                or m.split(".")[0] in INTERNAL_PACKAGES}
+    assert sorted(modules - internal) == sorted(PUBLIC_MODULES)
     for module, reason in PUBLIC_MODULES.items():
         if reason.startswith("kg.") and " " not in reason:
             assert reason[3:] in kg.__all__, (module, reason)
+    for name in INTERNAL_PACKAGES:  # says so where a reader looks first
+        assert "internal" in importlib.import_module(f"kerasgen.{name}").__doc__
 
 
 # The layers of docs/architecture.md, lowest first. A module may import (outside `if
 # TYPE_CHECKING:`) only modules of its own layer or a lower one, so the flow source ->
 # order/sampler -> loader -> augment -> batch -> feeding -> Generator shows in the imports.
 LAYERS = [
-    ("foundations", {"_checks", "_typing", "_seeding", "_atomic", "_progress", "_malloc",
-                     "_stats", "_shm", "_batching", "_quiet"}),
-    ("storage", {"_remote_cache", "_remote"}),
-    ("source", {"_images", "_jpeg", "_listing", "_labels", "sources", "_boxes",
-                "_annotations"}),
-    ("order and sampler", {"_resample_arrays", "samplers", "_order", "_plan", "_strategy",
-                           "_shuffle", "_resampler", "_random_samplers", "_smote",
-                           "_neighbors", "_sampler_adapters"}),
-    ("loader", {"_cache", "loader", "_image_source", "_nvdecode", "_detection",
-                "_paired"}),
-    ("augment", {"augment", "_augmenting", "_image_data_generator"}),
-    ("batch", {"_making"}),
-    ("feeding", {"_ahead", "_workers", "_feeding", "_keras_compat"}),
+    ("foundations", {"_checks", "_typing", "_seeding", "_atomic", "_progress", "_stats",
+                     "_quiet", "pipeline", "pipeline.malloc", "pipeline.shm",
+                     "pipeline.batching"}),
+    ("storage", {"sources._remote_cache", "sources._remote"}),
+    ("source", {"_images", "_jpeg", "_labels", "sources", "sources._core",
+                "sources._listing", "sources._boxes", "sources._annotations"}),
+    ("order and sampler", {"samplers", "samplers._resample_arrays", "samplers._plan",
+                           "samplers._strategy", "samplers._shuffle", "samplers._resampler",
+                           "samplers._random", "samplers._smote", "samplers._neighbors",
+                           "samplers._adapters", "pipeline.order"}),
+    ("loader", {"loader", "_nvdecode", "pipeline.cache", "sources._image",
+                "sources._detection", "sources._paired"}),
+    ("augment", {"augment", "_image_data_generator", "pipeline.augmenting"}),
+    ("batch", {"pipeline.making"}),
+    ("feeding", {"pipeline.ahead", "pipeline.workers", "pipeline.feeding",
+                 "_keras_compat"}),
     ("adapter", {"base", "_hooks", "_tfdata", "_grain", "_iterator_names"}),
     ("generators", {"generators", "sql", "tfrecord", "arrayrecord", "webdataset", "stream",
                     "image_dataset", "detection"}),
@@ -598,8 +621,10 @@ LAYERS = [
 ]
 
 
-def _kerasgen_imports(path):
-    """The kerasgen modules `path` imports at run time (TYPE_CHECKING blocks left out)."""
+def _kerasgen_imports(path, known):
+    """The kerasgen modules (of `known`) `path` imports at run time (TYPE_CHECKING blocks
+    left out): `from kerasgen.pipeline import order` imports "pipeline.order",
+    `from kerasgen.sources._core import X` "sources._core"."""
     import ast
 
     tree = ast.parse(path.read_text(encoding="utf-8"))
@@ -611,24 +636,25 @@ def _kerasgen_imports(path):
         if id(node) in hidden:
             continue
         if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("kerasgen"):
-            found |= ({a.name for a in node.names} if node.module == "kerasgen"
-                      else {node.module.split(".")[1]})
+            rest = node.module[len("kerasgen."):] if node.module != "kerasgen" else ""
+            for alias in node.names:
+                child = f"{rest}.{alias.name}".lstrip(".")
+                found.add(child if child in known else rest)
         elif isinstance(node, ast.Import):
-            found |= {a.name.split(".")[1] for a in node.names
+            found |= {a.name[len("kerasgen."):] for a in node.names
                       if a.name.startswith("kerasgen.")}
-    return found - {path.stem}
+    return found
 
 
 def test_imports_point_one_way_down_the_layers():
-    package = Path(kg.__file__).parent
-    layer_of = {m: k for k, (_, modules) in enumerate(LAYERS) for m in modules}
-    assert sorted(layer_of) == sorted(p.stem for p in package.glob("*.py")), (
-        "put a new module in a layer of LAYERS")
-    upward = [f"{path.stem} ({LAYERS[layer_of[path.stem]][0]}) imports {name} "
-              f"({LAYERS[layer_of[name]][0]})"
-              for path in sorted(package.glob("*.py"))
-              for name in sorted(_kerasgen_imports(path))
-              if layer_of.get(name, -1) > layer_of[path.stem]]
+    modules = _modules()
+    layer_of = {m: k for k, (_, names) in enumerate(LAYERS) for m in names}
+    assert sorted(layer_of) == sorted(modules), "put a new module in a layer of LAYERS"
+    upward = [f"{name} ({LAYERS[layer_of[name]][0]}) imports {other} "
+              f"({LAYERS[layer_of[other]][0]})"
+              for name, path in sorted(modules.items())
+              for other in sorted(_kerasgen_imports(path, modules) - {name})
+              if layer_of.get(other, -1) > layer_of[name]]
     assert upward == []
 
 

@@ -135,7 +135,7 @@ def test_image_generators_work_ahead_by_default(image_folder):
 
 def test_image_generators_make_two_batches_ahead_at_once_and_subclasses_one(
         image_folder, monkeypatch):
-    from kerasgen import _feeding
+    from kerasgen.pipeline import feeding as _feeding
 
     monkeypatch.setattr(_feeding, "usable_cores", lambda: 2)
     assert folder_gen(image_folder)._feeding.ahead.threads == 2
@@ -148,7 +148,7 @@ def test_image_generators_make_two_batches_ahead_at_once_and_subclasses_one(
 
 def test_two_batches_made_at_once_are_the_batches_made_on_demand(image_folder,
                                                                   monkeypatch):
-    from kerasgen import _feeding
+    from kerasgen.pipeline import feeding as _feeding
 
     monkeypatch.setattr(_feeding, "usable_cores", lambda: 2)
     make = lambda **kw: kg.ImageFolderGenerator(  # noqa: E731

@@ -98,7 +98,7 @@ def test_cache_serves_later_epochs_and_augmentation_runs_after_it(image_folder, 
 
 def test_auto_cache_is_the_default_and_keeps_what_fits_in_its_budget(image_folder,
                                                                      monkeypatch):
-    from kerasgen import _cache as cache_mod
+    from kerasgen.pipeline import cache as cache_mod
 
     row = 6 * 6 * 3
     monkeypatch.setattr(cache_mod, "auto_budget", lambda: 5 * row + 7)  # 5 samples fit
@@ -178,7 +178,7 @@ def checksum_warnings(record):
 def test_file_cache_rows_changed_on_disk_are_decoded_again_with_one_warning(image_folder,
                                                                            tmp_path):
     """Zeroed pixel bytes in a cache file used to be served as an image."""
-    from kerasgen import _cache as cache_mod
+    from kerasgen.pipeline import cache as cache_mod
     spec = str(tmp_path / "cache.bin")
     common = dict(image_size=(6, 6), batch_size=4, shuffle=False, dtype="uint8")
     expected = np.concatenate([b[0] for b in kg.ImageFolderGenerator(
@@ -225,7 +225,7 @@ def test_forged_filled_flags_in_a_file_cache_are_not_served(image_folder, tmp_pa
                                                             monkeypatch, checksum):
     """A flag set without the row written (or the checksum beside it) is a cache miss,
     with either checksum (CRC32C where google-crc32c is installed, else zlib's)."""
-    from kerasgen import _cache as cache_mod
+    from kerasgen.pipeline import cache as cache_mod
     if checksum == "crc32c" and cache_mod.CHECKSUM != "crc32c":
         pytest.skip("google-crc32c (with its C code) is not installed")
     monkeypatch.setattr(cache_mod, "CHECKSUM", checksum)

@@ -8,6 +8,7 @@ import pytest
 
 import kerasgen as kg
 from kerasgen import samplers
+from kerasgen.samplers import _adapters
 
 from .conftest import write_image
 
@@ -431,7 +432,7 @@ def test_fit_resample_alone_sets_the_learned_attributes():
 
 
 def test_a_random_sampler_declares_its_draw():
-    from kerasgen._random_samplers import RandomSampler
+    from kerasgen.samplers._random import RandomSampler
 
     class NoDraw(RandomSampler):
         kind = "over"
@@ -447,10 +448,13 @@ def test_the_public_classes_keep_their_public_names():
     for name in ("RandomOverSampler", "RandomUnderSampler", "BalancedBatchSampler", "SMOTE",
                  "Shuffle", "Sequential", "Plan", "Sampler", "NeighborCache", "Memo",
                  "class_counts", "target_counts", "check_strategy", "OVER_STRATEGIES",
-                 "UNDER_STRATEGIES", "as_sampler", "check_seed", "identity", "realise"):
+                 "UNDER_STRATEGIES"):
         assert name in kg.samplers.__all__ and hasattr(kg.samplers, name)
+    # what only the generators use is not kg.samplers' (imported from its module)
+    for name in ("as_sampler", "check_seed", "identity", "realise"):
+        assert name not in kg.samplers.__all__ and not hasattr(kg.samplers, name)
     huge = kg.samplers.SMOTE(sampling_strategy={c: 10**6 for c in range(40)})
-    assert samplers.identity(huge).startswith("kerasgen.samplers.SMOTE(repr crc32 ")
+    assert _adapters.identity(huge).startswith("kerasgen.samplers.SMOTE(repr crc32 ")
 
 
 def test_every_method_of_the_public_sampler_classes_is_annotated():
@@ -489,11 +493,11 @@ def test_states_name_the_public_sampler_classes_by_kg_samplers():
     imports it): its list must be exactly the classes kg.samplers exports."""
     import inspect
 
-    from kerasgen import _sampler_adapters
+    from kerasgen.samplers import _adapters as _sampler_adapters
 
     exported = {name for name in kg.samplers.__all__
                 if inspect.isclass(getattr(kg.samplers, name))}
     assert _sampler_adapters.PUBLIC_CLASSES == exported
     assert _sampler_adapters._class_path(kg.samplers.SMOTE) == "kerasgen.samplers.SMOTE"
     assert _sampler_adapters._class_path(_sampler_adapters.PlanOnly) == (
-        "kerasgen._sampler_adapters.PlanOnly")
+        "kerasgen.samplers._adapters.PlanOnly")

@@ -238,8 +238,10 @@ def _request(indices, **overrides):
 def test_stages_run_without_a_generator(image_folder):
     """A source answers a data-only BatchRequest alone; BatchMaker makes a batch from a
     frozen slice of an order and a source: no stage needs a generator."""
-    from kerasgen import _labels, _making, _order
-    from kerasgen._image_source import ImageSource
+    from kerasgen import _labels
+    from kerasgen.pipeline import making as _making
+    from kerasgen.pipeline import order as _order
+    from kerasgen.sources._image import ImageSource
     from kerasgen.loader import ImageLoader
 
     paths = sorted(str(p) for p in image_folder.rglob("*") if p.suffix in (".png", ".jpg"))

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from kerasgen import _strategy as strategy
+from kerasgen.samplers import _strategy as strategy
 from kerasgen import samplers
 
 LABELS = np.array([0] * 50 + [1] * 20 + [2] * 5)

@@ -1,5 +1,6 @@
 """tests/README.md, the map from each kerasgen module to its tests, cannot go stale
-silently: every `kerasgen/*.py` module has a row, and every test file it names exists.
+silently: every module of the package (`kerasgen/**/*.py`) has a row, and every test
+file it names exists.
 
 It reads files only (no kerasgen import), so it runs in milliseconds.
 """
@@ -10,7 +11,7 @@ from pathlib import Path
 TESTS = Path(__file__).resolve().parent
 PACKAGE = TESTS.parent / "kerasgen"
 MAP = TESTS / "README.md"
-ROW = re.compile(r"^\|\s*`kerasgen/(?P<module>[A-Za-z0-9_]+\.py)`\s*\|(?P<tests>[^|]*)\|",
+ROW = re.compile(r"^\|\s*`kerasgen/(?P<module>[A-Za-z0-9_/]+\.py)`\s*\|(?P<tests>[^|]*)\|",
                  re.MULTILINE)
 TEST_FILE = re.compile(r"\btest_[A-Za-z0-9_]+\.py\b")
 
@@ -23,7 +24,7 @@ def _rows():
 
 def test_every_module_has_a_row_naming_its_tests():
     rows = _rows()
-    modules = sorted(path.name for path in PACKAGE.glob("*.py"))
+    modules = sorted(path.relative_to(PACKAGE).as_posix() for path in PACKAGE.rglob("*.py"))
     missing = [name for name in modules if name not in rows]
     assert not missing, (f"tests/README.md must map every kerasgen module to its tests. "
                          f"Received no row for: {missing}. Add a row per module.")

@@ -19,7 +19,7 @@ import pytest
 
 import kerasgen as kg
 from kerasgen import tfrecord
-from kerasgen._remote_cache import RemoteCache
+from kerasgen.sources._remote_cache import RemoteCache
 
 from .test_contract import ids
 

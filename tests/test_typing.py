@@ -126,14 +126,14 @@ def test_every_public_method_of_a_public_class_is_annotated(name):
     assert not missing, f"parameters or returns without a type hint: {missing}"
 
 
-@pytest.mark.parametrize("module_name", ["kerasgen", "kerasgen._malloc"]
+@pytest.mark.parametrize("module_name", ["kerasgen", "kerasgen.pipeline.malloc"]
                          + [f"kerasgen.{m}" for m in MODULES])
 def test_every_public_function_is_annotated(module_name):
     module = importlib.import_module(module_name)
     functions = {k: v for k, v in vars(module).items()
                  if inspect.isfunction(v) and v.__module__ == module_name
                  and (not k.startswith("_") or module_name == "kerasgen")}
-    if module_name == "kerasgen._malloc":  # public through kg.tune_malloc / leave_malloc
+    if module_name == "kerasgen.pipeline.malloc":  # public through kg.tune_malloc / leave_malloc
         functions = {k: functions[k] for k in ("tune_malloc", "leave_malloc")}
     missing = {k: gaps for k, f in functions.items() if (gaps := _missing(f, module, False))}
     assert not missing, f"parameters or returns without a type hint: {missing}"
@@ -146,7 +146,7 @@ def test_every_name_of_all_is_checked_here():
         where = value.__name__ if inspect.ismodule(value) else value.__module__
         assert inspect.ismodule(value) or inspect.isclass(value) or inspect.isfunction(
             value), name
-        assert (where == "kerasgen._malloc" or where.split(".")[-1] in MODULES
+        assert (where == "kerasgen.pipeline.malloc" or where.split(".")[-1] in MODULES
                 or f"{where}.{name}" in CLASSES), name  # a class: annotations checked above
 
 
@@ -164,7 +164,8 @@ def test_a_hint_that_does_not_resolve_is_found():
 
 
 def test_string_options_are_exactly_the_values_the_code_accepts():
-    from kerasgen import _batching, _images, _labels, _typing, image_dataset, samplers, tfrecord
+    from kerasgen import _images, _labels, _typing, image_dataset, samplers, tfrecord
+    from kerasgen.pipeline import batching as _batching
 
     rebalance = importlib.import_module("kerasgen.rebalance")  # kg.rebalance: the function
 

@@ -20,7 +20,8 @@ import numpy as np
 import pytest
 
 import kerasgen as kg
-from kerasgen import _feeding, _workers
+from kerasgen.pipeline import feeding as _feeding
+from kerasgen.pipeline import workers as _workers
 
 from .test_distributed import child_pids, multiprocessing_helper, worker_pids
 from .test_worker_processes import descendants, running

@@ -14,8 +14,8 @@ import numpy.typing as npt
 
 from kerasgen import _checks
 from kerasgen import _seeding as seeding
-from kerasgen._plan import Plan, Sampler
-from kerasgen._resampler import Resampler
+from kerasgen.samplers._plan import Plan, Sampler
+from kerasgen.samplers._resampler import Resampler
 
 
 def as_sampler(sampler: Any) -> Sampler | None:

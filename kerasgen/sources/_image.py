@@ -18,10 +18,10 @@ from typing import Any
 
 import numpy as np
 
-from kerasgen import _batching as batching
+from kerasgen.pipeline import batching
 from kerasgen import _checks
 from kerasgen.loader import ImageLoader
-from kerasgen.sources import BatchRequest, default_assemble
+from kerasgen.sources._core import BatchRequest, default_assemble
 
 
 def check_rescale(rescale: Any) -> float | None:

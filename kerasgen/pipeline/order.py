@@ -35,6 +35,7 @@ import numpy as np
 from kerasgen import _checks
 from kerasgen import _seeding as seeding
 from kerasgen import samplers as samplers_mod
+from kerasgen.samplers import _adapters as sampler_adapters
 
 REQUIRED = ("epoch", "seed", "num_samples")  # what set_state needs of a state
 
@@ -104,12 +105,12 @@ class EpochOrder:
         self.num_samples = num_samples
         self.batch_size = batch_size
         self.drop_remainder = bool(drop_remainder)
-        given = samplers_mod.as_sampler(sampler)
+        given = sampler_adapters.as_sampler(sampler)
         if given is None:
             sampler = samplers_mod.Shuffle() if shuffle else samplers_mod.Sequential()
             given = sampler
         self.sampler: samplers_mod.Sampler = given  # plan(labels, seed, epoch, **context)
-        self.sampler_name = samplers_mod.identity(sampler)
+        self.sampler_name = sampler_adapters.identity(sampler)
         self.seed: int = seeding.resolve_seed(seed)
         self.labels = labels
         self.context: dict[str, Any] = {"num_samples": num_samples, "batch_size": batch_size,

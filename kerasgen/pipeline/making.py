@@ -3,7 +3,7 @@
 `BatchMaker` is the recipe of a generator's batches: its source, targets, augmentation,
 dtype, buffers and timings. `make(part)` makes one batch from a frozen `BatchSlice` of
 the epoch's order (`_order.EpochOrder.slice`), in the training loop's thread, on a
-work-ahead thread or in a worker process (see _feeding.py): the samples loaded, blended,
+work-ahead thread or in a worker process (see pipeline/feeding.py): the samples loaded, blended,
 augmented and assembled by the source (`load_batch(request)` with a data-only
 `sources.BatchRequest`, or `sources.load_each`, one sample at a time), their targets
 (`_labels.Targets.for_batch`), the batch augmentation and the sample weights. Every draw
@@ -18,15 +18,15 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from kerasgen import _batching as batching
+from kerasgen.pipeline import batching
 from kerasgen import _seeding as seeding
 from kerasgen import augment as augment_mod
-from kerasgen import sources as sources_mod
-from kerasgen._augmenting import Augmentation, Unnamed
+from kerasgen.sources import _core as sources_mod
+from kerasgen.pipeline.augmenting import Augmentation, Unnamed
 
 if TYPE_CHECKING:
     from kerasgen._labels import Targets
-    from kerasgen._order import BatchSlice
+    from kerasgen.pipeline.order import BatchSlice
     from kerasgen._stats import BatchTimings
 
 FORESEE = 2  # batches after the one being made whose remote samples are fetched now

@@ -16,11 +16,11 @@ from typing import Any
 
 import numpy as np
 
-from kerasgen import _batching as batching
+from kerasgen.pipeline import batching
 from kerasgen import _seeding as seeding
 from kerasgen import augment as augment_mod
-from kerasgen._boxes import ImageBoxes
-from kerasgen._paired import TargetImage
+from kerasgen.sources._boxes import ImageBoxes
+from kerasgen.sources._paired import TargetImage
 
 _SAMPLE = "{sample}"  # where an augmentation error names its sample
 

@@ -14,10 +14,10 @@ from typing import Any
 
 import numpy as np
 
-from kerasgen import _batching as batching
-from kerasgen._image_source import ImageSource
+from kerasgen.pipeline import batching
+from kerasgen.sources._image import ImageSource
 from kerasgen.loader import ImageLoader
-from kerasgen.sources import BatchRequest, default_assemble
+from kerasgen.sources._core import BatchRequest, default_assemble
 
 
 class TargetImage:

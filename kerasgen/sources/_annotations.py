@@ -19,11 +19,11 @@ from typing import Any
 
 import numpy as np
 
-from kerasgen import _boxes as boxes_mod
+from kerasgen.sources import _boxes as boxes_mod
 from kerasgen import _images as images
 from kerasgen import _jpeg
-from kerasgen import _listing as listing
-from kerasgen import _remote
+from kerasgen.sources import _listing as listing
+from kerasgen.sources import _remote
 
 HEAD_BYTES = 1 << 18  # read to find an image's size in its header (JPEG markers, PNG IHDR)
 

@@ -13,18 +13,20 @@ raises one): "auto", "minority", "majority", "not minority", "not majority", "al
 float (two classes), a dict {class: count} or a callable y -> dict; inside a generator
 dict classes by id or by name.
 
-This module is the public face; each concept lives in a module of its own:
+This package is the public face (its `__all__` holds what users import); each concept
+lives in a module of its own:
 
 - `_plan`: the `Sampler` protocol, `Plan`, `Memo` (a generator's store for its
-  sampler), `realise` (a plan over arrays);
+  sampler), `realise` (a plan over arrays, for `fit_resample`);
 - `_strategy`: `sampling_strategy`, checked and resolved, one function per kind;
 - `_shuffle`: `Shuffle` and `Sequential`, the orders of generators without a sampler;
 - `_resampler`: what kerasgen's imbalance samplers share (parameters, repr,
   `fit_resample`);
-- `_random_samplers`: `RandomOverSampler`, `RandomUnderSampler`, `BalancedBatchSampler`;
+- `_random`: `RandomOverSampler`, `RandomUnderSampler`, `BalancedBatchSampler`;
 - `_smote`: `SMOTE`; `_neighbors`: `NeighborCache`, its neighbor table;
-- `_sampler_adapters`: what a generator does with `sampler=` (`as_sampler`,
-  `check_seed`, `identity`).
+- `_adapters`: what a generator does with `sampler=` (`as_sampler`,
+  `check_seed`, `identity`), internal to the generators;
+- `_resample_arrays`: `kg.rebalance`'s and `fit_resample`'s forms of `y`.
 """
 
 from __future__ import annotations
@@ -32,13 +34,12 @@ from __future__ import annotations
 import warnings
 from typing import Any
 
-from kerasgen._neighbors import NeighborCache
-from kerasgen._plan import Memo, Plan, Sampler, realise
-from kerasgen._random_samplers import BalancedBatchSampler, RandomOverSampler, RandomUnderSampler
-from kerasgen._sampler_adapters import as_sampler, check_seed, identity
-from kerasgen._shuffle import Sequential, Shuffle
-from kerasgen._smote import SMOTE
-from kerasgen._strategy import (
+from kerasgen.samplers._neighbors import NeighborCache
+from kerasgen.samplers._plan import Memo, Plan, Sampler
+from kerasgen.samplers._random import BalancedBatchSampler, RandomOverSampler, RandomUnderSampler
+from kerasgen.samplers._shuffle import Sequential, Shuffle
+from kerasgen.samplers._smote import SMOTE
+from kerasgen.samplers._strategy import (
     OVER_STRATEGIES,
     UNDER_STRATEGIES,
     check_strategy,
@@ -59,12 +60,8 @@ __all__ = [
     "Sampler",
     "Sequential",
     "Shuffle",
-    "as_sampler",
-    "check_seed",
     "check_strategy",
     "class_counts",
-    "identity",
-    "realise",
     "target_counts",
 ]
 

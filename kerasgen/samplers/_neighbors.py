@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from kerasgen._plan import index_dtype
+from kerasgen.samplers._plan import index_dtype
 
 
 class NeighborCache:

@@ -23,7 +23,8 @@ from typing import Any, NoReturn
 
 import numpy as np
 
-from kerasgen import _atomic, _checks, _shm
+from kerasgen import _atomic, _checks
+from kerasgen.pipeline import shm as _shm
 
 
 def _optional_module(name: str) -> ModuleType | None:

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from kerasgen import _batching as batching
+from kerasgen.pipeline import batching
 
 
 def index_dtype(n: int) -> type[np.signedinteger[Any]]:

@@ -15,10 +15,10 @@ from typing import Any
 
 import numpy as np
 
-from kerasgen import _batching as batching
-from kerasgen import _boxes as boxes_mod
-from kerasgen._image_source import ImageSource
-from kerasgen.sources import BatchRequest, default_assemble
+from kerasgen.pipeline import batching
+from kerasgen.sources import _boxes as boxes_mod
+from kerasgen.sources._image import ImageSource
+from kerasgen.sources._core import BatchRequest, default_assemble
 
 
 class DetectionSource(ImageSource):

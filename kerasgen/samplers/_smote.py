@@ -16,9 +16,9 @@ import numpy.typing as npt
 
 from kerasgen import _checks
 from kerasgen import _seeding as seeding
-from kerasgen._neighbors import NeighborCache
-from kerasgen._plan import Memo, Plan, index_dtype
-from kerasgen._resampler import StrategyResampler
+from kerasgen.samplers._neighbors import NeighborCache
+from kerasgen.samplers._plan import Memo, Plan, index_dtype
+from kerasgen.samplers._resampler import StrategyResampler
 from kerasgen._typing import SamplingStrategy
 
 CHUNK = 1 << 16  # entries drawn or gathered at a time: temporaries stay small

@@ -25,14 +25,17 @@ import numbers
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from kerasgen import _ahead, _checks, _workers, sources
+from kerasgen import _checks
+from kerasgen.pipeline import ahead as _ahead
+from kerasgen.pipeline import workers as _workers
+from kerasgen.sources import _core as sources
 from kerasgen.loader import usable_cores
 
 if TYPE_CHECKING:
     from concurrent.futures import Future
 
-    from kerasgen._making import BatchMaker
-    from kerasgen._order import EpochOrder
+    from kerasgen.pipeline.making import BatchMaker
+    from kerasgen.pipeline.order import EpochOrder
 
 
 def prefetch_depth(prefetch: Any, auto: int) -> int:

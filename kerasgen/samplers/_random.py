@@ -12,11 +12,11 @@ import numpy as np
 import numpy.typing as npt
 
 from kerasgen import _checks
-from kerasgen import _resample_arrays
+from kerasgen.samplers import _resample_arrays
 from kerasgen import _seeding as seeding
-from kerasgen._plan import Plan
-from kerasgen._resampler import Resampler, Resolved, StrategyResampler
-from kerasgen._strategy import class_counts
+from kerasgen.samplers._plan import Plan
+from kerasgen.samplers._resampler import Resampler, Resolved, StrategyResampler
+from kerasgen.samplers._strategy import class_counts
 
 
 class RandomSampler(StrategyResampler, abc.ABC):

@@ -26,8 +26,8 @@ from typing import IO, Any, NoReturn
 import numpy as np
 
 from kerasgen import _checks
-from kerasgen import _remote_cache
-from kerasgen._remote_cache import RemoteCache
+from kerasgen.sources import _remote_cache
+from kerasgen.sources._remote_cache import RemoteCache
 
 PIP = 'pip install "kerasgen3[remote]"'
 _URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.\-]*://")

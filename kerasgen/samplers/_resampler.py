@@ -15,10 +15,10 @@ from typing import Any, Literal, overload
 import numpy as np
 import numpy.typing as npt
 
-from kerasgen import _resample_arrays
+from kerasgen.samplers import _resample_arrays
 from kerasgen import _seeding as seeding
-from kerasgen import _strategy as strategy_mod
-from kerasgen._plan import Plan, realise
+from kerasgen.samplers import _strategy as strategy_mod
+from kerasgen.samplers._plan import Plan, realise
 from kerasgen._typing import SamplingStrategy
 
 Resolved = tuple[dict[int, int], list[int]]

@@ -1,6 +1,6 @@
 """Shared memory and the file descriptors that carry it to kerasgen's worker processes.
 
-Two users, one layer below both: the worker processes' batch slots (_workers.py) and the
+Two users, one layer below both: the worker processes' batch slots (pipeline/workers.py) and the
 decoded-image cache they share (_cache.SharedMemoryCache). Memory is anonymous (memfd, or
 an unlinked temporary file); its descriptor travels beside a pickle, never in it.
 """

@@ -13,7 +13,8 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from kerasgen import _checks, _remote
+from kerasgen import _checks
+from kerasgen.sources import _remote
 from kerasgen import _seeding as seeding
 from kerasgen._images import IMAGE_EXTENSIONS, file_kind, is_image_file, is_inside
 

@@ -12,7 +12,7 @@ import numpy as np
 import numpy.typing as npt
 
 from kerasgen import _seeding as seeding
-from kerasgen._plan import Plan
+from kerasgen.samplers._plan import Plan
 
 
 def _size(labels: npt.ArrayLike | None, num_samples: int | None) -> int:

@@ -71,7 +71,8 @@ from typing import Any
 
 import numpy as np
 
-from kerasgen import _atomic, _quiet, _shm
+from kerasgen import _atomic, _quiet
+from kerasgen.pipeline import shm as _shm
 
 ALIGN = 64
 IDLE_S = 5.0  # how long worker processes wait for the next epoch (WorkerPool.stop_later)
