@@ -3,10 +3,10 @@
 A generator takes a finished source (`kerasgen.sources`: how many samples there are,
 their labels, how to load sample i), or, for a subclass, says the same itself
 (`num_samples`, `labels`, `load_sample`). `__init__` makes one object per stage from the
-arguments it owns: where batches are made (`_feeding.Placement`), the targets
-(`_labels.Targets`), the recipe of a batch (`_making.BatchMaker`: the source, targets,
-augmentation, buffers, timings), the epochs' order (`_order.EpochOrder`) and the feeding
-(`_feeding.Feeding`, which takes the maker and the order). `gen[i]` goes one way down
+arguments it owns: where batches are made (`pipeline.feeding.Placement`), the targets
+(`_labels.Targets`), the recipe of a batch (`pipeline.making.BatchMaker`: the source, targets,
+augmentation, buffers, timings), the epochs' order (`pipeline.order.EpochOrder`) and the feeding
+(`pipeline.feeding.Feeding`, which takes the maker and the order). `gen[i]` goes one way down
 from here: feeding, maker, source, loader; nothing below calls back into the generator.
 What stays here is the PyDataset face (`len`, `gen[i]`), Keras's epoch lifecycle, views
 (`shard`, `at_epoch`), state, and the default hooks a subclass calls (a subclass that

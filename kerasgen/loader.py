@@ -57,7 +57,7 @@ class ImageLoader:
             when it is opened (see `images.read_file`).
         decode_threads: threads of the pool; None: `default_threads()`.
         mask_paths: one segmentation mask per sample, or None.
-        store: the `_remote.Store` that reads paths that are URLs (s3://, https://...);
+        store: the `sources._remote.Store` that reads paths that are URLs (s3://, https://...);
             each batch's objects are fetched at once on its I/O threads (`prefetch`).
         verbose: 0 hides progress bars.
         read: `read(index) -> encoded bytes` for samples that are not files (records of

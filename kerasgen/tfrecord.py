@@ -132,7 +132,7 @@ class Shards:
     Args:
         files: a path, a URL, a glob pattern or a list of them.
         what: what a file is, in errors ("TFRecord file").
-        store: the `_remote.Store` that reads URLs (and holds the cache).
+        store: the `sources._remote.Store` that reads URLs (and holds the cache).
         compression: "" (none), "GZIP" or "ZLIB" (every file).
         verbose: a progress bar for copies taking over 2 s.
     """

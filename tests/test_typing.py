@@ -25,7 +25,7 @@ PACKAGE = Path(kg.__file__).parent
 ROOT = PACKAGE.parent
 
 # The public modules (tests/test_dropin.py: PUBLIC_MODULES), less `cli`: the command line,
-# whose API is its arguments. `_malloc` defines kg.tune_malloc and kg.leave_malloc.
+# whose API is its arguments. `pipeline.malloc` defines kg.tune_malloc and kg.leave_malloc.
 MODULES = ("arrayrecord", "augment", "base", "callbacks", "generators", "gpu", "image_dataset",
            "inspection", "loader", "rebalance", "samplers", "sources", "sql", "stream", "tfrecord",
            "viz", "webdataset")

@@ -6,7 +6,7 @@ through `augment.SampleAugment`) for one label mode. A source calls it on each s
 a batch (through `BatchRequest.augmented`); what it returns must be an array of the
 first augmented sample's shape that the batch's dtype can hold. Where only the sample's
 position is known, errors are raised as `Unnamed` (a ValueError or TypeError), which
-`_making.BatchMaker` names with the sample's file or row.
+`pipeline.making.BatchMaker` names with the sample's file or row.
 """
 
 from __future__ import annotations
@@ -109,7 +109,7 @@ class Augmentation:
     def apply(self, x: Any, seed: int, epoch: int, position: int, mask: Any = None,
               dtype: str | None = None, rescale: float | None = None) -> tuple[Any, Any]:
         """(x, mask) augmented with draws from (seed, epoch, position); `mask` may be
-        the image's boxes (`_boxes.ImageBoxes`), which albumentations moves with it.
+        the image's boxes (`sources._boxes.ImageBoxes`), which albumentations moves with it.
         The output must fit batches of `dtype` (after `rescale`)."""
         into = (dtype, rescale)
         rng = seeding.rng(seed, seeding.AUGMENT, epoch, position)

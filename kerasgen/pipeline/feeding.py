@@ -13,8 +13,8 @@ each batch in one of four places:
 - ahead, in `workers` processes of its own (use_multiprocessing=True, in place of
   Keras's process pool: _workers.WorkerPool, batches handed over in shared memory).
 
-Batches made ahead are kept by `_ahead.WorkAhead`, keyed by (epoch, batch index). Each
-place makes batch b of epoch e with the same `_making.BatchMaker` from the same frozen
+Batches made ahead are kept by `pipeline.ahead.WorkAhead`, keyed by (epoch, batch index). Each
+place makes batch b of epoch e with the same `pipeline.making.BatchMaker` from the same frozen
 slice of the order (`EpochOrder.slice`), so a batch is byte-identical wherever it is
 made; worker processes receive the maker and the order (`Recipe`), never the generator.
 """

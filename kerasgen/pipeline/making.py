@@ -2,7 +2,7 @@
 
 `BatchMaker` is the recipe of a generator's batches: its source, targets, augmentation,
 dtype, buffers and timings. `make(part)` makes one batch from a frozen `BatchSlice` of
-the epoch's order (`_order.EpochOrder.slice`), in the training loop's thread, on a
+the epoch's order (`pipeline.order.EpochOrder.slice`), in the training loop's thread, on a
 work-ahead thread or in a worker process (see pipeline/feeding.py): the samples loaded, blended,
 augmented and assembled by the source (`load_batch(request)` with a data-only
 `sources.BatchRequest`, or `sources.load_each`, one sample at a time), their targets
@@ -35,7 +35,7 @@ FORESEE = 2  # batches after the one being made whose remote samples are fetched
 class BatchMaker:
     """How a generator's batches are made: its source (complete, shared by worker
     processes where they make the batches), targets, per-sample augmentation
-    (`_augmenting.Augmentation`), batch augmentation (checked against the label mode),
+    (`pipeline.augmenting.Augmentation`), batch augmentation (checked against the label mode),
     dtype and rescale, batch buffers and timings. It holds nothing of one epoch: a
     generator and its views (`shard`, `at_epoch`) share it, and worker processes get a
     copy of it with the order.

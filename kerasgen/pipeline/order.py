@@ -42,7 +42,7 @@ REQUIRED = ("epoch", "seed", "num_samples")  # what set_state needs of a state
 
 @dataclass(frozen=True)
 class BatchSlice:
-    """Batch `number` of the plan of `epoch`, as frozen data: what `_making.BatchMaker`
+    """Batch `number` of the plan of `epoch`, as frozen data: what `pipeline.making.BatchMaker`
     makes a batch from, wherever it is made.
 
     Attributes:

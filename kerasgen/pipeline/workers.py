@@ -8,7 +8,7 @@ training process, TensorFlow's or JAX's threads included. Here:
 
 - Workers start with forkserver (spawn where there is none), never as a fork of the
   training process. They never run the user's script: what makes the batches (the
-  generator's batch maker and order, `_feeding.Recipe`) reaches them pickled
+  generator's batch maker and order, `pipeline.feeding.Recipe`) reaches them pickled
   by reference where a worker can import what it names (classes and functions of
   modules), and by value (cloudpickle) where it cannot: anything of `__main__` (a
   notebook cell, a script, stdin, `python -c`), a class defined inside a function, a
@@ -227,7 +227,7 @@ def _lock(fd: int, wait: bool) -> bool:
 class WorkerPool:
     """`count` processes making batches with a copy of `work` (pickled when they start;
     `work.batch(epoch, offset, index, seed, batch_shuffle)` makes one, see
-    `_feeding.Recipe`), for the generator called `name` in errors:
+    `pipeline.feeding.Recipe`), for the generator called `name` in errors:
     `submit(epoch, offset, index, seed)` returns a Future of the batch.
 
     The processes start on the first submit and end on `stop()`, or `stop_later()`: the

@@ -3,7 +3,7 @@
 
 `Resampler` is the base of them all (`BalancedBatchSampler` directly);
 `StrategyResampler` adds `sampling_strategy`, checked and resolved as imbalanced-learn
-does (`_strategy`), for the over- and under-samplers. Learned attributes (ending in `_`)
+does (`samplers._strategy`), for the over- and under-samplers. Learned attributes (ending in `_`)
 are set by `fit_resample` only, never by `plan`: a plan is a pure function of its
 arguments, and one sampler object may serve several generators at once.
 """

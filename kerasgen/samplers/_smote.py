@@ -3,7 +3,7 @@ realised at batch time, so no synthetic sample is ever materialised.
 
 The plan is built in arrays of its final size (int32 indices below 2**31 samples, int16
 slots, float32 lams) and put in order in place, so making it needs little more memory
-than keeping it. The neighbor table (`_neighbors.NeighborCache`) is kept in the
+than keeping it. The neighbor table (`samplers._neighbors.NeighborCache`) is kept in the
 generator's `Memo`, never on the sampler, which several generators may share.
 """
 

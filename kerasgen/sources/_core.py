@@ -60,12 +60,12 @@ class BatchRequest:
         dtype, rescale: the batch's dtype ("float32", "float16", "uint8", "uint16",
             None: the samples' own) and the factor applied when converting to a float
             dtype.
-        augment: the augmentation stage (`_augmenting.Augmentation`), or None; a source
+        augment: the augmentation stage (`pipeline.augmenting.Augmentation`), or None; a source
             calls `request.augmented(x, position, mask)`.
         with_masks: the samples' y is a segmentation mask, augmented with x.
         seed, epoch: the generator's seed and the batch's epoch (they key every draw,
             and the stand-in of a bad file).
-        buffers: the batch-array pool (`_batching.BufferPool`): batches allocated there
+        buffers: the batch-array pool (`pipeline.batching.BufferPool`): batches allocated there
             are reused once Keras lets go of them.
         timings: the generator's `_stats.BatchTimings` (stats=True), or None; a source
             times its stages with `request.stage(name)`.

@@ -1,8 +1,8 @@
 """The source of detection generators: images and, per image, boxes, classes, keypoints.
 
 `DetectionSource` is an `ImageSource` whose samples carry targets: each image's boxes,
-moved once at build as the loader resizes it (`_boxes.resized_boxes`), their class ids
-and its keypoints (`_boxes.ImageBoxes`). A batch decodes each image, takes the targets
+moved once at build as the loader resizes it (`sources._boxes.resized_boxes`), their class ids
+and its keypoints (`sources._boxes.ImageBoxes`). A batch decodes each image, takes the targets
 of the image it holds (a skipped file's stand-in brings its own), lets augmentation move
 them with it (albumentations' bbox_params), and packs them as KerasHub's detectors take
 them: {"boxes": (b, M, 4), "labels": (b, M)}, padded with -1 (`pack`).
@@ -27,7 +27,7 @@ class DetectionSource(ImageSource):
     Args:
         loader, class_names, rescale, describe, files_found, listing_s: as for
             `ImageSource` (it has no per-sample labels: an image has several boxes).
-        targets: one `_boxes.ImageBoxes` per sample, on the loaded (resized) image.
+        targets: one `sources._boxes.ImageBoxes` per sample, on the loaded (resized) image.
         bounding_box_format: the format of y's boxes (Keras's names: "xyxy", "yxyx",
             "xywh", "center_xywh", "rel_xyxy", ...).
         max_boxes: M, the boxes of each row of y (None: ragged lists of arrays).

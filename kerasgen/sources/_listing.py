@@ -199,7 +199,7 @@ def list_image_folder(directory, class_names=None, classes_required=True,
     every image under `directory` is listed flat, with no labels. An entry named like an
     image that cannot be read is an error naming it, or with on_error="skip" left out
     with a warning and listed in `Listing.skipped`. A URL (s3://, gs://, https://...) is
-    listed once through `store` (a `_remote.Store`), in the same order.
+    listed once through `store` (a `sources._remote.Store`), in the same order.
     """
     if not isinstance(directory, (str, os.PathLike)):
         _checks.fail("directory", "a path to a folder", directory, TypeError)
