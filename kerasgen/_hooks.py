@@ -1,4 +1,5 @@
-"""The subclass path as a source: a generator whose class fills hooks loads through them.
+"""The subclass path: the hooks a `kg.Generator` subclass fills, and the source that calls
+them.
 
 A `kg.Generator` subclass may say itself what its samples are (`num_samples`, `labels`
 and `load_sample`: `CountedSamples`), or override the hooks of a source's batches
@@ -7,21 +8,119 @@ and `load_sample`: `CountedSamples`), or override the hooks of a source's batche
 any other, whose members call the generator's hooks. A generator that overrides no hook
 loads from its source directly, and never passes through here.
 
-The default hooks (in base.py) serve the batch being made: `HookSource.load_batch`
-holds its data-only `BatchRequest` for the thread making it, so that a subclass's
-`super().load_batch(indices, positions, ...)` loads with that batch's epoch and seed.
+The default hooks (`Hooks`, a base class of `Generator`) serve the batch being made:
+`HookSource.load_batch` holds its data-only `BatchRequest` for the thread making it, so
+that a subclass's `super().load_batch(indices, positions, ...)` loads with that batch's
+epoch and seed.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import threading
-from typing import Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
 
 from kerasgen import _checks
+from kerasgen.pipeline import batching
+from kerasgen.sources import _core as sources_mod
 from kerasgen.sources._core import BatchRequest
 
+if TYPE_CHECKING:
+    from kerasgen.pipeline.making import BatchMaker
+    from kerasgen.pipeline.order import EpochOrder
+
 HOOKS = ("load_sample", "describe_sample", "load_batch", "assemble", "augment_sample",
-         "finish_x")  # the methods of Generator a subclass may fill
+         "finish_x")  # the methods of `Hooks` a subclass may fill
+
+
+class Hooks:
+    """The hooks of a generator's batches, with their defaults: `Generator` inherits
+    them, a subclass fills them. A generator whose class fills none loads from its
+    source directly and never calls these while making a batch; one that fills any
+    loads through `HookSource`, which calls them."""
+
+    source: Any
+    dtype: str | None
+    rescale: float | None
+    _maker: BatchMaker
+    _order: EpochOrder
+
+    def load_sample(self, index: int) -> Any:
+        """Returns sample `index`: x, or (x, y) when the sample carries its own target
+        (the source's; a subclass without a source implements it)."""
+        return self.source.load(index)
+
+    def describe_sample(self, index: int) -> str:
+        """How error messages name sample `index` (a file, a row...)."""
+        return self.source.describe(index)
+
+    def load_batch(self, indices: np.ndarray, positions: np.ndarray,
+                   partners: np.ndarray | None = None,
+                   lams: np.ndarray | None = None) -> tuple[Any, Any]:
+        """Loads, augments and assembles the samples `indices` into (x, y or None).
+
+        `positions` are the samples' places in the epoch; with the epoch and the seed
+        they key each sample's augmentation draws. Where `partners[k] >= 0` the sample is
+        synthetic: x_i + lams[k] * (x_partner - x_i), made before augmentation. A
+        source that loads whole batches (`load_batch(request)`) does it all; otherwise
+        one sample at a time, through `load_sample`, `augment_sample`, `assemble` and
+        `finish_x`.
+        """
+        request = self._serving(indices, positions, partners, lams)
+        own_augment = type(self).augment_sample is not Hooks.augment_sample
+        if isinstance(self.source, sources_mod.BatchSource):
+            if own_augment and request.augment is not None:
+                request = dataclasses.replace(request, augment=OwnAugment(self))
+            return self.source.load_batch(request)
+        augment = (self.augment_sample if own_augment or request.augment is not None
+                   else None)
+        return sources_mod.load_each(request, self.load_sample, self.describe_sample,
+                                     self.assemble, self.finish_x, augment)
+
+    def _serving(self, indices: np.ndarray, positions: np.ndarray,
+                 partners: np.ndarray | None, lams: np.ndarray | None,
+                 ) -> sources_mod.BatchRequest:
+        """The request for these samples of the batch being made on this thread (of the
+        current epoch, for a hook called by hand)."""
+        current = self._current_request()
+        if current is None:
+            order = self._order
+            return self._maker.request(np.asarray(indices), np.asarray(positions),
+                                       partners, lams, order.seed, order.epoch)
+        return dataclasses.replace(current, indices=np.asarray(indices),
+                                   positions=np.asarray(positions), partners=partners,
+                                   lams=lams)
+
+    def _current_request(self) -> sources_mod.BatchRequest | None:
+        current = getattr(self._maker.source, "current", None)
+        return None if current is None else current()
+
+    def assemble(self, samples: Sequence[Any], indices: np.ndarray) -> Any:
+        """Writes same-shaped samples into one preallocated batch."""
+        return sources_mod.assemble(samples, indices, self._maker.buffers,
+                                    self.describe_sample)
+
+    def augment_sample(self, x: Any, position: int,
+                       mask: np.ndarray | None = None) -> tuple[Any, Any]:
+        """Returns (x, mask) augmented with draws from (seed, epoch, position)."""
+        augment = self._maker.augment
+        if augment is None:
+            return x, mask
+        request = self._current_request()
+        if request is None:  # called by hand: the current epoch's draws
+            order = self._order
+            return augment.apply(x, order.seed, order.epoch, int(position), mask,
+                                 self.dtype, self.rescale)
+        return augment.apply(x, request.seed, request.epoch, int(position), mask,
+                             request.dtype, request.rescale)
+
+    def finish_x(self, x_batch: Any) -> Any:
+        """Converts an assembled batch to `dtype` in one vectorised step."""
+        return batching.convert(x_batch, self.dtype, self.rescale, self._maker.buffers)
+
 
 
 class CountedSamples:

@@ -2,20 +2,20 @@
 
 A generator takes a finished source (`kerasgen.sources`: how many samples there are,
 their labels, how to load sample i), or, for a subclass, says the same itself
-(`num_samples`, `labels`, `load_sample`). `__init__` makes one object per stage from the
-arguments it owns: where batches are made (`pipeline.feeding.Placement`), the targets
-(`_labels.Targets`), the recipe of a batch (`pipeline.making.BatchMaker`: the source, targets,
-augmentation, buffers, timings), the epochs' order (`pipeline.order.EpochOrder`) and the feeding
-(`pipeline.feeding.Feeding`, which takes the maker and the order). `gen[i]` goes one way down
-from here: feeding, maker, source, loader; nothing below calls back into the generator.
-What stays here is the PyDataset face (`len`, `gen[i]`), Keras's epoch lifecycle, views
-(`shard`, `at_epoch`), state, and the default hooks a subclass calls (a subclass that
-fills a hook loads through `_hooks.HookSource`). See docs/architecture.md.
+(`num_samples`, `labels`, `load_sample`). `__init__` makes one object per stage from
+the arguments it owns: where batches are made (`pipeline.feeding.Placement`), the
+targets (`_labels.Targets`), the recipe of a batch (`pipeline.making.BatchMaker`: the
+source, targets, augmentation, buffers, timings), the epochs' order
+(`pipeline.order.EpochOrder`) and the feeding (`pipeline.feeding.Feeding`, which takes
+the maker and the order). `gen[i]` goes one way down from here: feeding, maker, source,
+loader; nothing below calls back into the generator. What stays here is the PyDataset
+face (`len`, `gen[i]`), Keras's epoch lifecycle, views (`shard`, `at_epoch`) and state.
+The hooks a subclass fills are `_hooks.Hooks`'s, a base class (a subclass that fills
+one loads through `_hooks.HookSource`). See docs/architecture.md.
 """
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -46,7 +46,7 @@ AUTO = "auto"
 _NOT_SET = object()  # no `self.labels` assigned by a subclass
 
 
-class Generator(PyDataset):
+class Generator(PyDataset, _hooks.Hooks):
     """Base class of every kerasgen generator; subclass it for a custom dataset.
 
     ```python
@@ -240,7 +240,7 @@ class Generator(PyDataset):
         (or says itself what its samples are), the hooks over it."""
         cls = type(self)
         if isinstance(self.source, _hooks.CountedSamples) or any(
-                getattr(cls, name) is not getattr(Generator, name) for name in _hooks.HOOKS):
+                getattr(cls, name) is not getattr(_hooks.Hooks, name) for name in _hooks.HOOKS):
             return _hooks.HookSource(self, self.source)
         return self.source
 
@@ -260,16 +260,6 @@ class Generator(PyDataset):
         return _feeding.Feeding(self._maker, self._order, self._placement,
                                 pace=getattr(self.source, "pace", None), ahead=ahead,
                                 name=type(self).__name__)
-
-    # ----------------------------------------------------------------- the source
-    def load_sample(self, index: int) -> Any:
-        """Returns sample `index`: x, or (x, y) when the sample carries its own target
-        (the source's; a subclass without a source implements it)."""
-        return self.source.load(index)
-
-    def describe_sample(self, index: int) -> str:
-        """How error messages name sample `index` (a file, a row...)."""
-        return self.source.describe(index)
 
     @property
     def rescale(self) -> float | None:
@@ -496,73 +486,6 @@ class Generator(PyDataset):
         """Batch `index` of the current epoch, made here and now (no work-ahead, no
         worker): what `gen[index]` returns, the same bytes."""
         return self._feeding.make(index)
-
-    # ----------------------------------------------------------------- default hooks
-    # A subclass that fills one of these loads through _hooks.HookSource, which calls
-    # them; a generator that fills none never comes here while making a batch.
-    def load_batch(self, indices: np.ndarray, positions: np.ndarray,
-                   partners: np.ndarray | None = None,
-                   lams: np.ndarray | None = None) -> tuple[Any, Any]:
-        """Loads, augments and assembles the samples `indices` into (x, y or None).
-
-        `positions` are the samples' places in the epoch; with the epoch and the seed
-        they key each sample's augmentation draws. Where `partners[k] >= 0` the sample is
-        synthetic: x_i + lams[k] * (x_partner - x_i), made before augmentation. A
-        source that loads whole batches (`load_batch(request)`) does it all; otherwise
-        one sample at a time, through `load_sample`, `augment_sample`, `assemble` and
-        `finish_x`.
-        """
-        request = self._serving(indices, positions, partners, lams)
-        own_augment = type(self).augment_sample is not Generator.augment_sample
-        if isinstance(self.source, sources_mod.BatchSource):
-            if own_augment and request.augment is not None:
-                request = dataclasses.replace(request, augment=_hooks.OwnAugment(self))
-            return self.source.load_batch(request)
-        augment = (self.augment_sample if own_augment or request.augment is not None
-                   else None)
-        return sources_mod.load_each(request, self.load_sample, self.describe_sample,
-                                     self.assemble, self.finish_x, augment)
-
-    def _serving(self, indices: np.ndarray, positions: np.ndarray,
-                 partners: np.ndarray | None, lams: np.ndarray | None,
-                 ) -> sources_mod.BatchRequest:
-        """The request for these samples of the batch being made on this thread (of the
-        current epoch, for a hook called by hand)."""
-        current = self._current_request()
-        if current is None:
-            order = self._order
-            return self._maker.request(np.asarray(indices), np.asarray(positions),
-                                       partners, lams, order.seed, order.epoch)
-        return dataclasses.replace(current, indices=np.asarray(indices),
-                                   positions=np.asarray(positions), partners=partners,
-                                   lams=lams)
-
-    def _current_request(self) -> sources_mod.BatchRequest | None:
-        current = getattr(self._maker.source, "current", None)
-        return None if current is None else current()
-
-    def assemble(self, samples: Sequence[Any], indices: np.ndarray) -> Any:
-        """Writes same-shaped samples into one preallocated batch."""
-        return sources_mod.assemble(samples, indices, self._maker.buffers,
-                                    self.describe_sample)
-
-    def augment_sample(self, x: Any, position: int,
-                       mask: np.ndarray | None = None) -> tuple[Any, Any]:
-        """Returns (x, mask) augmented with draws from (seed, epoch, position)."""
-        augment = self._maker.augment
-        if augment is None:
-            return x, mask
-        request = self._current_request()
-        if request is None:  # called by hand: the current epoch's draws
-            order = self._order
-            return augment.apply(x, order.seed, order.epoch, int(position), mask,
-                                 self.dtype, self.rescale)
-        return augment.apply(x, request.seed, request.epoch, int(position), mask,
-                             request.dtype, request.rescale)
-
-    def finish_x(self, x_batch: Any) -> Any:
-        """Converts an assembled batch to `dtype` in one vectorised step."""
-        return batching.convert(x_batch, self.dtype, self.rescale, self._maker.buffers)
 
     @property
     def sampler_features(self) -> Any:
