@@ -8,7 +8,7 @@ import os
 import reprlib
 import time
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 import numpy as np
@@ -129,7 +129,7 @@ class ArrayGenerator(Generator, IteratorNames):
                  sample_weight: npt.ArrayLike | None = None,
                  label_mode: LabelMode | None = "raw", **common: Any) -> None:
         _checks.labels_come_from(self, common, "`y` (one target per sample)")
-        source = _array_source(x, y, label_mode, common)
+        source = _array_source(x, y, label_mode, common, self._row_names())
         super().__init__(source=source, label_mode=label_mode,
                          sample_weight=sample_weight, **common)
         if self.sample_weight is not None and (y is None or label_mode is None):
@@ -146,6 +146,10 @@ class ArrayGenerator(Generator, IteratorNames):
                 _check_convertible(array, named, self.dtype)
                 _check_fits(array, named, self.dtype, self.rescale)
 
+    def _row_names(self) -> Callable[[int], str] | None:
+        """How errors name row i (None: "sample i"); a builder over a table says."""
+        return None
+
     @property
     def x(self) -> Any:
         """The samples' arrays (an array, or a dict of them)."""
@@ -157,8 +161,8 @@ class ArrayGenerator(Generator, IteratorNames):
         return self.source.masks
 
 
-def _array_source(x: Any, y: Any, label_mode: str | None,
-                  common: dict[str, Any]) -> sources.ArraySource:
+def _array_source(x: Any, y: Any, label_mode: str | None, common: dict[str, Any],
+                  describe: Callable[[int], str] | None = None) -> sources.ArraySource:
     """The ArraySource of (x, y), checked: one target per sample, and masks for
     label_mode="mask" (whose class count then sets `num_classes` when not given)."""
     x, num_samples = sources.as_arrays(x, "x")
@@ -182,7 +186,7 @@ def _array_source(x: Any, y: Any, label_mode: str | None,
         masks, y = y, None
         if common.get("num_classes") is None and common.get("class_names") is None:
             common["num_classes"] = int(masks.max()) + 1
-    return sources.ArraySource(x, y, masks=masks)
+    return sources.ArraySource(x, y, masks=masks, describe=describe)
 
 
 class _ImageFileGenerator(Generator):

@@ -337,5 +337,5 @@ class SQLFeatureGenerator(ArrayGenerator):
         super().__init__(x, y, label_mode=label_mode, seed=seed, class_names=class_names,
                          num_classes=num_classes, **kwargs)
 
-    def describe_sample(self, index: int) -> str:
-        return self.table.describe(index)
+    def _row_names(self) -> Callable[[int], str]:
+        return self.table.describe  # the source names rows as the table does

@@ -53,6 +53,8 @@ def test_the_two_sql_generators_called_directly(database):
     assert type(copy) is kg.SQLFeatureGenerator
     np.testing.assert_array_equal(copy[0][0], features[0][0])
     assert copy.describe_sample(0).startswith("row")
+    assert features.source.describe(0) == copy.describe_sample(0)  # the source names rows
+    assert features._maker.source is features.source  # no hook: loaded from the source
     with pytest.raises(TypeError, match=r"`x_col` must be one column name.*"
                                         r"x_col=\['a'\]\. For numeric.*SQLFeatureGenerator"):
         kg.SQLImageGenerator(database, "SELECT a, label FROM samples", ["a"])
