@@ -89,7 +89,13 @@ def _functions_of(cls):
 
 
 def _public_modules():
-    return [importlib.import_module(f"kerasgen.{m}") for m in MODULES]
+    """The public modules, and where a public package (`kg.sources`, `kg.samplers`) is a
+    face over modules of its own, the modules that define its classes."""
+    modules = [importlib.import_module(f"kerasgen.{m}") for m in MODULES]
+    homes = {getattr(module, name).__module__ for module in modules
+             if hasattr(module, "__path__") for name in getattr(module, "__all__", [])
+             if inspect.isclass(getattr(module, name))}
+    return modules + [importlib.import_module(home) for home in sorted(homes)]
 
 
 def _public_classes():
