@@ -5,7 +5,7 @@ STAMP := $(VENV)/.kerasgen-installed
 export KERAS_BACKEND ?= tensorflow
 export TF_CPP_MIN_LOG_LEVEL ?= 2
 
-.PHONY: demo test test-fast test-tensorflow test-jax lint typecheck install clean
+.PHONY: demo test test-fast test-tensorflow test-jax lint typecheck docs notebooks package install clean
 
 install: $(STAMP)
 
@@ -40,5 +40,19 @@ test-tensorflow: test
 test-jax: $(STAMP)
 	KERAS_BACKEND=jax $(VENV)/bin/python -m pytest -q
 
+# the documentation site (mkdocs.yml) into site/; --strict: a broken link, a missing page
+# or an API name that does not resolve fails it. NO_MKDOCS_2_WARNING: Material's banner.
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict
+
+# runs the notebooks of examples/ again and keeps their outputs in the files
+notebooks: $(STAMP)
+	$(VENV)/bin/python examples/run_notebooks.py --write
+
+# the sdist and wheel into dist/, checked, the wheel installed into a fresh venv that
+# runs the README's 30-second example (.ci/package.py)
+package: $(STAMP)
+	$(VENV)/bin/python .ci/package.py
+
 clean:
-	rm -rf $(VENV) build *.egg-info .pytest_cache
+	rm -rf $(VENV) build dist site *.egg-info .pytest_cache

@@ -31,6 +31,8 @@ EXTRAS = {
     # decoder="nvimgcodec": the plain wheel decodes on the CPU too (CI); on a GPU add
     # nvidia-nvjpeg-cu12 (or install nvidia-nvimgcodec-cu12[all])
     "nvimgcodec": ["nvidia-nvimgcodec-cu12>=0.9; platform_system == 'Linux'"],
+    # the documentation site (`make docs`: mkdocs.yml), its API reference from docstrings
+    "docs": ["mkdocs>=1.6,<2", "mkdocs-material>=9.5", "mkdocstrings[python]>=0.26"],
 }
 EXTRAS["demo"] = TENSORFLOW + ["scikit-learn>=1.3"]
 EXTRAS["test"] = sorted(set(
@@ -46,7 +48,10 @@ EXTRAS["test"] = sorted(set(
     # Keras's own test file (shipped in its wheel) runs on absl; keras.io's examples run
     # as notebook code (IPython), and notebooks are tested in a real kernel
     + ["absl-py>=1", "ipython>=8", "ipykernel>=6", "nbclient>=0.9"]
-    + ["jax[cpu]>=0.4.36"]))  # `make test-jax`: the JAX backend (docs/backends.md)
+    + ["jax[cpu]>=0.4.36"]  # `make test-jax`: the JAX backend (docs/backends.md)
+    # the site is built by a test (tests/test_site.py), the notebooks run in a kernel
+    + EXTRAS["docs"] + ["nbformat>=5"]
+    + ["build>=1", "twine>=5"]))  # the sdist and wheel, checked (tests/test_package.py)
 EXTRAS["all"] = sorted({req for reqs in EXTRAS.values() for req in reqs})
 
 setup(

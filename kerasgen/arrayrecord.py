@@ -176,7 +176,8 @@ class ArrayRecordGenerator(_ExampleGenerator):
             local copies of remote files between runs, checked and shared by processes;
             None (default): a temporary folder of this process. A copy removed by
             another process's size bound is fetched again when next opened.
-        image_size, color_mode, interpolation, rescale: for "image" features.
+        image_size: for "image" features, as for ImageFolderGenerator (so are
+            `color_mode`, `interpolation` and `rescale`).
         decoder: "opencv" (default) or "nvimgcodec", for "image" features.
         label_mode: "int" (default, as Keras) when there is a "label" feature, else None.
         **common: see kg.Generator.

@@ -29,6 +29,8 @@ if TYPE_CHECKING:
 
     from kerasgen.sources._boxes import ImageBoxes
 
+__all__ = ["from_image_data_generator", "typical"]
+
 PIP_ALBUMENTATIONS = 'pip install "albumentations>=2.0,<2.1"'
 
 

@@ -95,8 +95,8 @@ class Generator(PyDataset, _hooks.Hooks):
             MixUp, CutMix...), a callable `fn(x, y, rng) -> (x, y)`, or a list of them,
             applied to each assembled batch with draws from (seed, epoch, batch index).
         stats: record where the time of making batches goes (see `stats()`).
-        num_shards, shard_index: read only shard `shard_index` of `num_shards` (see
-            `shard`).
+        num_shards: read only one shard of `num_shards` (see `shard`).
+        shard_index: which shard, 0 to `num_shards - 1`.
         sampler: None, a `kg.samplers` sampler (RandomOverSampler, RandomUnderSampler,
             BalancedBatchSampler, SMOTE), an imbalanced-learn sampler (anything with
             `fit_resample` and `sample_indices_`), or any `kg.samplers.Sampler`: an
@@ -115,14 +115,15 @@ class Generator(PyDataset, _hooks.Hooks):
             0 turns it off. "auto": 4 for the image generators (made two at a time),
             0 for arrays and custom subclasses (whose `load_sample` may not expect a
             second thread); at most 256 MiB ahead.
-        workers, use_multiprocessing, max_queue_size: as `keras.utils.PyDataset`'s, with
-            Keras's meaning: workers=0 (or 1 without processes) makes batches in the
-            training loop's thread, with no queue (use_multiprocessing is then False);
-            max_queue_size=0 leaves the workers' queue unbounded. With
-            use_multiprocessing=True the generator runs `workers` processes of its own
+        workers: as `keras.utils.PyDataset`'s, with Keras's meaning: workers=0 (or 1
+            without processes) makes batches in the training loop's thread, with no
+            queue (use_multiprocessing is then False).
+        use_multiprocessing: True: the generator runs `workers` processes of its own
             in place of Keras's (started with forkserver, batches handed over in shared
             memory, up to max_queue_size (0: 10) batches ahead within 256 MiB; see
             docs/performance.md).
+        max_queue_size: batches the workers make ahead, as Keras's; 0 leaves the
+            workers' queue unbounded.
 
     An unknown keyword argument is a TypeError naming the generator called; for the
     names of Keras's ImageDataGenerator and image_dataset_from_directory it says what

@@ -18,6 +18,9 @@ if TYPE_CHECKING:
     from kerasgen.base import Generator
 
 
+__all__ = ["GeneratorCheckpoint", "PipelineStats", "restore"]
+
+
 def _write_json(path, state):
     folder = os.path.dirname(os.path.abspath(path))
     os.makedirs(folder, exist_ok=True)

@@ -55,8 +55,8 @@ class DetectionGenerator(_ImageFileGenerator):
         directory: the folder (or URL) the images are in. Default: COCO's JSON file's
             folder, VOC's JPEGImages/ beside Annotations/ (else the XML folder), the CSV
             file's folder.
-        x_col, y_col: CSV: the image path column and the box class column (a class
-            name or integer id per box).
+        x_col: CSV: the image path column.
+        y_col: CSV: the box class column (a class name or integer id per box).
         box_cols: CSV, one row per box: the four box columns, in `box_format`'s order
             (default: xmin, ymin, xmax, ymax). An image's rows need not be together; a
             row whose box and class cells are empty is an image without boxes.
@@ -78,16 +78,17 @@ class DetectionGenerator(_ImageFileGenerator):
             order, else the class names sorted, or the integer ids as they are).
         on_missing: "raise" (default) when an annotated image file does not exist, or
             "skip" to drop it with a warning (`gen.skipped` lists them).
-        validation_split, subset: a seeded, random split of the images (it needs `seed`).
-        image_size, color_mode, interpolation, crop_to_aspect_ratio,
-            pad_to_aspect_ratio, rescale, cache, on_error, decode_threads, verbose,
-            max_pixels, bit_depth, storage_options, remote_cache: as for
-            ImageFolderGenerator. A
-            bad file skipped (on_error="skip") is replaced by another image, with that
-            image's boxes.
+        validation_split: a seeded, random split of the images (it needs `seed`).
+        subset: "training" or "validation".
         **common: see `kg.Generator`; `augment` must be an albumentations Compose with
             bbox_params; samplers and batch_augment are refused (they act on one class
             per sample, and on images without their boxes).
+
+    `image_size`, `color_mode`, `interpolation`, `crop_to_aspect_ratio`,
+    `pad_to_aspect_ratio`, `rescale`, `cache`, `on_error`, `decode_threads`, `verbose`,
+    `max_pixels`, `bit_depth`, `storage_options` and `remote_cache` are as for
+    ImageFolderGenerator. A bad file skipped (on_error="skip") is replaced by another
+    image, with that image's boxes.
     """
 
     def __init__(self, annotations: StrPath | pd.DataFrame, *,

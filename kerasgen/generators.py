@@ -349,9 +349,10 @@ class ImageFolderGenerator(_ImageFileGenerator, IteratorNames):
             subfolder names. Only with labels="inferred".
         image_size: (height, width) every image is resized to.
         color_mode: "rgb", "rgba" or "grayscale".
-        validation_split, subset: a seeded, stratified split; subset "training" or
-            "validation". Generators built with the same seed never overlap and together
-            hold every file. For both at once use `ImageFolderGenerator.split(...)`.
+        validation_split: the fraction held out by a seeded, stratified split.
+            Generators built with the same seed never overlap and together hold every
+            file. For both at once use `ImageFolderGenerator.split(...)`.
+        subset: "training" or "validation", the side of `validation_split` to read.
         interpolation: "bilinear" (default, as Keras and tf.data), "area" (better
             downscaling, about twice the cost), "bicubic", "nearest", "lanczos", and
             Keras's "lanczos3", "lanczos5", "gaussian", "mitchellcubic" (OpenCV's closest
@@ -379,9 +380,10 @@ class ImageFolderGenerator(_ImageFileGenerator, IteratorNames):
             additional target of type "image"); what only the inputs get (noise, blur)
             goes in a callable `batch_augment=fn(x, y, rng) -> (x, y)`. A callable
             augment is called as fn(image, rng, target=target) -> (image, target).
-        target_image_size, target_color_mode: the targets' (height, width) and colour mode
-            (default: image_size and color_mode). An albumentations `augment` needs
-            target_image_size equal to image_size (it transforms images of one size).
+        target_image_size: the targets' (height, width) (default: image_size). An
+            albumentations `augment` needs it equal to image_size (it transforms images
+            of one size).
+        target_color_mode: the targets' colour mode (default: color_mode).
         cache: decoded, resized uint8 samples kept for later epochs (augmentation runs
             after the cache). "auto" (default): in RAM, as many samples as fit in 1 GiB
             (or a tenth of the machine's memory, if less), shared memory with worker
@@ -688,21 +690,23 @@ class CSVGenerator(_ImageFileGenerator, IteratorNames):
         label_delimiter: separates several labels in one cell for "multi_label" ("a|b").
             Under a single-label mode a cell holding it is an error (a forgotten
             "multi_label"); None: no delimiter, one label per cell.
-        validation_split, subset: a seeded, stratified split of the rows, as for
+        validation_split: a seeded, stratified split of the rows, as for
             ImageFolderGenerator; classes are inferred from every row first, so both
             subsets share one class-id mapping.
+        subset: "training" or "validation".
         encoding: the CSV file's text encoding ("utf-8" by default; "latin-1"...).
         on_missing: "raise" (default) when listed files (images or masks) do not exist,
             or "skip" to drop those rows with a warning (`gen.skipped` lists them).
         mask_col: segmentation (with label_mode="mask"): the column of mask paths,
             resolved like `x_col`; see ImageFolderGenerator's `mask_dir`.
-        target_col, target_image_size, target_color_mode: image-to-image (with
-            label_mode="image"): the column of target image paths, resolved like `x_col`;
-            see ImageFolderGenerator's `target_dir`.
-        image_size, color_mode, class_names, interpolation, rescale, cache, on_error,
-            decode_threads, decoder, verbose, max_pixels, bit_depth, storage_options,
-            remote_cache: as for ImageFolderGenerator.
+        target_col: image-to-image (with label_mode="image"): the column of target
+            image paths, resolved like `x_col`; see ImageFolderGenerator's `target_dir`
+            (and its `target_image_size` and `target_color_mode`).
         **common: see `kg.Generator`.
+
+    `image_size`, `color_mode`, `class_names`, `interpolation`, `rescale`, `cache`,
+    `on_error`, `decode_threads`, `decoder`, `verbose`, `max_pixels`, `bit_depth`,
+    `storage_options` and `remote_cache` are as for ImageFolderGenerator.
     """
 
     def __init__(self, csv: StrPath | pd.DataFrame, *, x_col: str = "filename",

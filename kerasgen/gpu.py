@@ -27,6 +27,9 @@ import warnings
 from collections.abc import Callable
 from typing import Any, TypeVar, overload
 
+__all__ = ["ReleaseGPUMemory", "enable_memory_growth", "memory_info", "release_gpu_memory",
+           "run_isolated"]
+
 _T = TypeVar("_T")
 
 PIP_NUMBA = 'pip install "kerasgen3[gpu]" (or pip install numba-cuda)'

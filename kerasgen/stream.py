@@ -740,17 +740,20 @@ class StreamGenerator(PyDataset):
             compressed, members grouped into samples by key as webdataset does),
             "tfrecord" (tf.train.Example records), or a callable `fn(shard) -> iterable
             of records`, each (x, label), a dict, or x alone (label_mode=None).
-        image_key, label_key: where x and the label are: a webdataset field ("jpg;png;
-            jpeg" and "cls" by default; alternatives separated by ";"), a feature name
-            ("image", "label"), or the keys of a callable's dict records.
+        image_key: where x is: a webdataset field ("jpg;png;jpeg" by default;
+            alternatives separated by ";"), a feature name ("image"), or the key of a
+            callable's dict records.
+        label_key: where the label is, as `image_key` ("cls" by default; "label").
         compression_type: for "tfrecord": None or "" (uncompressed), "GZIP" or "ZLIB".
-        image_size, color_mode, interpolation, max_pixels: how encoded images (bytes)
-            are decoded and resized, as by the image generators; image_size=None keeps
-            each image's size. Arrays are taken as they are.
+        image_size: the size encoded images (bytes) are resized to, as by the image
+            generators (so are `color_mode`, `interpolation` and `max_pixels`);
+            image_size=None keeps each image's size. Arrays are taken as they are.
         label_mode: "int", "categorical", "binary" or None (batches are x alone).
-        class_names, num_classes: the classes, given up front (a stream cannot infer
-            them): class names map string labels to ids; an unknown name, or an id
-            outside [0, num_classes), is a ValueError naming the shard and the record.
+        class_names: the classes, given up front (a stream cannot infer them): class
+            names map string labels to ids; an unknown name is a ValueError naming the
+            shard and the record.
+        num_classes: the number of classes, given up front; an id outside
+            [0, num_classes) is a ValueError naming the shard and the record.
         batch_size: records per batch (every batch is full: a stream has no end).
         shuffle: permute the shards each pass and shuffle records in a buffer.
         seed: int, or None to draw one once (shown by `repr`); with num_hosts > 1 and
@@ -758,18 +761,19 @@ class StreamGenerator(PyDataset):
         shuffle_buffer: records each stream's shuffle buffer holds (0 or 1: none).
         num_streams: virtual streams per host (a fixed number, not the worker count; at
             most the host's number of shards).
-        num_hosts, host_index: read only this host's share of each pass (see `shard`).
+        num_hosts: read only this host's share of each pass (see `shard`).
+        host_index: this host, 0 to `num_hosts - 1`.
         augment: None, an albumentations transform or `fn(image, rng) -> image`, applied
             to each record with draws from (seed, its position b * batch_size + i).
         dtype: the batches' x dtype: "float32", "float16", "uint8", or None.
         storage_options: fsspec options for URLs (credentials, endpoint...).
-        workers, use_multiprocessing, max_queue_size: Keras's PyDataset arguments. A
-            worker process reads each stream it makes batches of itself (skipping the
-            records of batches other workers make, without decoding them), so processes
-            pay off when decoding and augmentation cost more than reading; Keras starts
-            its pool anew each epoch, and a new process starts reading at the start of
-            the latest pass the training process knew (its first, unless it read or
-            was restored further).
+        workers: Keras's PyDataset argument, as are `use_multiprocessing` and
+            `max_queue_size`. A worker process reads each stream it makes batches of itself
+            (skipping the records of batches other workers make, without decoding them), so
+            processes pay off when decoding and augmentation cost more than reading; Keras
+            starts its pool anew each epoch, and a new process starts reading at the start of
+            the latest pass the training process knew (its first, unless it read or was restored
+            further).
 
     `fit` warns that its default shuffle=True is ignored for an infinite PyDataset (the
     stream shuffles itself): pass `fit(..., shuffle=False)` to silence it.

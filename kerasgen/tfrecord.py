@@ -561,7 +561,8 @@ class TFRecordGenerator(_ExampleGenerator):
             local copies of remote and compressed files between runs, checked and shared
             by processes; None (default): a temporary folder of this process. A copy
             removed by another process's size bound is made again when next opened.
-        image_size, color_mode, interpolation, rescale: for "image" features.
+        image_size: for "image" features, as for ImageFolderGenerator (so are
+            `color_mode`, `interpolation` and `rescale`).
         decoder: "opencv" (default) or "nvimgcodec", for "image" features: as for
             ImageFolderGenerator (JPEG records decoded by nvImageCodec, the GPU's where
             CUDA is present).

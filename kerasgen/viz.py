@@ -13,6 +13,9 @@ if TYPE_CHECKING:
     from kerasgen.base import Generator
 
 
+__all__ = ["plot_class_distribution", "show_batch"]
+
+
 class _Labelled(Protocol):
     """What `draw_batch` reads of its `gen`: a generator, or anything that names its
     classes and label mode as one does (the command line's preview batch)."""

@@ -675,18 +675,19 @@ class WebDatasetGenerator(_ImageFileGenerator):
         class_names: the classes in class-id order: names for the ids of a "cls" field
             (default "0", "1", ...: every id below the largest is a class), or the class
             names of a "txt" field in the order to number them (default: sorted).
-        image_size, color_mode, interpolation, crop_to_aspect_ratio,
-            pad_to_aspect_ratio, rescale, cache, on_error, max_pixels, decode_threads,
-            decoder, verbose: as for ImageFolderGenerator. With on_error="skip" an
-            image that cannot be decoded is replaced by another sample of its class,
-            with a warning, and `gen.skipped` names it "shard#key", as `gen.file_paths`
-            names every sample.
+        on_error: as for ImageFolderGenerator. With "skip" an image that cannot be
+            decoded is replaced by another sample of its class, with a warning, and
+            `gen.skipped` names it "shard#key", as `gen.file_paths` names every sample.
         storage_options: options of fsspec's filesystem for URLs (credentials,
             `client_kwargs={"endpoint_url": ...}`, ...).
         remote_cache: a folder (or `kg.RemoteCache(folder, max_bytes=...)`) keeping the
             local copies of remote shards between runs, checked and shared by
             processes; None (default): a temporary folder of this process.
         **common: see `kg.Generator`.
+
+    `image_size`, `color_mode`, `interpolation`, `crop_to_aspect_ratio`,
+    `pad_to_aspect_ratio`, `rescale`, `cache`, `max_pixels`, `decode_threads`, `decoder`
+    and `verbose` are as for ImageFolderGenerator.
 
     Example:
 
