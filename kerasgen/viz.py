@@ -31,7 +31,7 @@ def output_file(path: StrPath, name: str = "path") -> tuple[str, str]:
     """(path, format) of a picture to write at exactly `path`, its format from its
     extension (matplotlib's: png, pdf, svg, jpg...); a folder, a special file, a missing
     folder or an unknown extension is refused with an error naming `name`."""
-    _pyplot()
+    _matplotlib()
     from matplotlib.backend_bases import FigureCanvasBase
 
     return _checks.output_file(name, path, sorted(FigureCanvasBase.get_supported_filetypes()))
@@ -46,15 +46,23 @@ def _save(figure, path):
     return path
 
 
-def _pyplot():
+def _matplotlib():
     try:
         import matplotlib
     except ImportError as error:
         raise ImportError('kerasgen.viz needs matplotlib: pip install "kerasgen3[viz]" '
                           "(or pip install matplotlib)") from error
-    matplotlib.use("Agg", force=False)
-    import matplotlib.pyplot as plt
-    return plt
+    return matplotlib
+
+
+def _figure(**kwargs):
+    """A matplotlib Figure of its own, outside pyplot: drawing it neither chooses nor
+    changes the backend (a notebook's inline plots keep working) and nothing needs to be
+    closed."""
+    _matplotlib()
+    from matplotlib.figure import Figure
+
+    return Figure(**kwargs)
 
 
 def _caption(gen, y):
@@ -97,7 +105,6 @@ def draw_batch(x: BatchArrays, y: np.ndarray | None, gen: _Labelled, path: StrPa
                n: int = 16, columns: int | None = None, title: str = "") -> StrPath:
     """Writes a grid of the first `n` images of a batch `x` with the captions of `y`;
     `gen` gives `class_names` and `label_mode`. Returns `path`."""
-    plt = _pyplot()
     if isinstance(x, dict):
         raise ValueError("show_batch draws image batches; this generator yields a dict of "
                          f"inputs ({sorted(x)}).")
@@ -107,8 +114,8 @@ def draw_batch(x: BatchArrays, y: np.ndarray | None, gen: _Labelled, path: StrPa
     n = min(_checks.positive_int("n", n), len(x))
     columns = columns or int(np.ceil(np.sqrt(n)))
     rows = int(np.ceil(n / columns))
-    figure, axes = plt.subplots(rows, columns, figsize=(2.2 * columns, 2.4 * rows),
-                                squeeze=False)
+    figure = _figure(figsize=(2.2 * columns, 2.4 * rows))
+    axes = figure.subplots(rows, columns, squeeze=False)
     for k, axis in enumerate(axes.flat):
         axis.axis("off")
         if k >= n:
@@ -122,21 +129,18 @@ def draw_batch(x: BatchArrays, y: np.ndarray | None, gen: _Labelled, path: StrPa
             axis.set_title(_caption(gen, y[k]), fontsize=8)
     figure.suptitle(title, fontsize=9)
     figure.tight_layout()
-    try:
-        return _save(figure, path)
-    finally:
-        plt.close(figure)
+    return _save(figure, path)
 
 
 def plot_class_distribution(gen: Generator,
                             path: StrPath = "class_distribution.png") -> StrPath:
     """Writes a bar chart of the class counts before and after the generator's sampler
     (this epoch's plan). Returns `path`."""
-    plt = _pyplot()
     counts = gen.class_counts()
     names = [str(name) for name in counts["before"]]
     positions = np.arange(len(names))
-    figure, axis = plt.subplots(figsize=(max(4, 0.6 * len(names) + 2), 3.2))
+    figure = _figure(figsize=(max(4, 0.6 * len(names) + 2), 3.2))
+    axis = figure.subplots()
     axis.bar(positions - 0.2, list(counts["before"].values()), width=0.4, label="before")
     axis.bar(positions + 0.2, list(counts["after"].values()), width=0.4,
              label=f"after ({type(gen.sampler).__name__ if gen.sampler else 'no sampler'})")
@@ -144,7 +148,4 @@ def plot_class_distribution(gen: Generator,
     axis.set_ylabel("samples per epoch")
     axis.legend()
     figure.tight_layout()
-    try:
-        return _save(figure, path)
-    finally:
-        plt.close(figure)
+    return _save(figure, path)

@@ -225,6 +225,23 @@ def test_show_batch_overlays_masks(tmp_path):
     assert cv2.imread(kg.viz.show_batch(gen, path=str(tmp_path / "m.png"))) is not None
 
 
+def test_show_batch_leaves_the_matplotlib_backend_alone(photos, tmp_path):
+    # a notebook's inline backend (here a non-default one, chosen as a notebook chooses
+    # its own) must still be the backend after kg.viz drew
+    code = (
+        "import matplotlib; matplotlib.use('svg'); import kerasgen as kg\n"
+        f"gen = kg.ImageFolderGenerator({str(photos)!r}, image_size=(16, 16), batch_size=4)\n"
+        f"kg.viz.show_batch(gen, n=4, path={str(tmp_path / 'grid.png')!r})\n"
+        f"kg.viz.plot_class_distribution(gen, path={str(tmp_path / 'bars.png')!r})\n"
+        "print(matplotlib.get_backend())")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            timeout=120, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.split() == ["svg"]
+    assert cv2.imread(str(tmp_path / "grid.png")) is not None
+    assert cv2.imread(str(tmp_path / "bars.png")) is not None
+
+
 def test_importing_kerasgen_does_not_import_albumentations():
     code = ("import sys, kerasgen; assert 'albumentations' not in sys.modules, "
             "'imported'; print('ok')")
