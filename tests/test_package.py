@@ -1,0 +1,66 @@
+"""The wheel as `python -m build` makes it holds the package, py.typed and the license,
+and nothing else (.ci/package.py's checks, run here on a quick build); CI's
+`make package` also runs twine and the README's example from a fresh venv."""
+
+import importlib.util
+import pathlib
+import subprocess
+import sys
+import zipfile
+
+import pytest
+
+import kerasgen as kg
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+spec = importlib.util.spec_from_file_location("package", ROOT / ".ci" / "package.py")
+package = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(package)
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory):
+    out = tmp_path_factory.mktemp("dist")
+    # --no-isolation: this venv's setuptools, no download (CI's `make package` isolates)
+    result = subprocess.run([sys.executable, "-m", "build", "--wheel", "--no-isolation",
+                             "--outdir", str(out), str(ROOT)],
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    (path,) = out.glob("*.whl")
+    return path
+
+
+def test_the_wheel_holds_the_package_and_nothing_else(wheel):
+    metadata = package.check_wheel(wheel)
+    assert metadata["Version"] == kg.__version__
+    with zipfile.ZipFile(wheel) as archive:
+        modules = {n for n in archive.namelist() if n.endswith(".py")}
+    here = {str(p.relative_to(ROOT)) for p in (ROOT / "kerasgen").rglob("*.py")}
+    assert modules == here  # every module of the package, subpackages included
+
+
+def test_the_checks_refuse_a_wheel_with_tests_or_without_py_typed(wheel, tmp_path):
+    with zipfile.ZipFile(wheel) as archive:
+        entries = {n: archive.read(n) for n in archive.namelist()}
+    with_tests = tmp_path / "with_tests.whl"
+    with zipfile.ZipFile(with_tests, "w") as archive:
+        for name, data in {**entries, "tests/test_x.py": b""}.items():
+            archive.writestr(name, data)
+    with pytest.raises(AssertionError, match="tests/test_x.py"):
+        package.check_wheel(with_tests)
+    untyped = tmp_path / "untyped.whl"
+    with zipfile.ZipFile(untyped, "w") as archive:
+        for name, data in entries.items():
+            if name != "kerasgen/py.typed":
+                archive.writestr(name, data)
+    with pytest.raises(AssertionError, match="py.typed"):
+        package.check_wheel(untyped)
+
+
+def test_the_readme_example_is_found_with_its_expected_output():
+    code = package.readme_example()
+    assert "kg.ArrayGenerator" in code and "model.fit" in code
+    (expected,) = package.expected_prints(code)
+    assert package.matches(expected, "{'epoch': 2, 'batch': 0, 'seed': 1, "
+                                     "'num_samples': 512, 'batch_size': 64}")
+    assert not package.matches(expected, "{'epoch': 1, 'batch': 0}")
