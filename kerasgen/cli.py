@@ -15,6 +15,7 @@ import argparse
 import os
 import re
 import sys
+import traceback
 import warnings
 
 from kerasgen._quiet import drop_tensorflow_lines, tensorflow_quiet  # noqa: F401
@@ -32,8 +33,10 @@ def _preview(args):
                    title=f"{args.directory}: seed {args.seed}, first batch, {shown}")
     from kerasgen.inspection import plural
 
-    print(f"wrote {args.out}: {plural(len(batch.x), 'sample')} of {batch.num_samples} in "
-          f"{plural(len(batch.class_names), 'class', 'classes')}")
+    classes = (f"in {plural(len(batch.class_names), 'class', 'classes')}" if batch.class_names
+               else "(no class subfolders: shown without labels)")
+    print(f"wrote {args.out}: {plural(len(batch.x), 'sample')} of {batch.num_samples} "
+          f"{classes}")
     return 0
 
 
@@ -42,9 +45,10 @@ class PreviewBatch:
     ImageFolderGenerator(directory, image_size=image_size, batch_size=n, seed=seed,
     augment=transform, label_mode="int", dtype="uint8") yields, made without Keras, so
     that `kerasgen preview` starts in a moment (tests/test_dropin.py checks it equals
-    the generator's): the same listing, epoch-0 order, loader and augmentation draws."""
+    the generator's): the same listing, epoch-0 order, loader and augmentation draws.
+    A folder without class subfolders is read flat, as with label_mode=None: y is None.
+    """
 
-    label_mode = "int"
     epoch = 0
 
     def __init__(self, directory, image_size, n, seed, transform=None):
@@ -55,8 +59,10 @@ class PreviewBatch:
         from kerasgen.sources import _listing as listing
         from kerasgen.loader import ImageLoader
 
-        paths, class_ids, self.class_names, _ = listing.list_image_folder(
-            directory, on_error="skip")  # a preview shows what can be read
+        paths, class_ids, class_names, _ = listing.list_image_folder(
+            directory, classes_required=False, on_error="skip")  # what can be read
+        self.class_names = class_names or []
+        self.label_mode = "int" if class_names else None
         self.num_samples = len(paths)
         order = seeding.rng(seed, seeding.ORDER, 0).permutation(len(paths))[:n]
         loader = ImageLoader(paths, image_size, "rgb", "bilinear", verbose=0)
@@ -68,7 +74,7 @@ class PreviewBatch:
                 x = augmenter(x, seeding.rng(seed, seeding.AUGMENT, 0, position))
             samples.append(np.asarray(x, dtype=np.uint8))
         self.x = np.stack(samples)
-        self.y = class_ids[order].astype("int32")
+        self.y = None if class_ids is None else class_ids[order].astype("int32")
 
 
 def _inspect(args):
@@ -357,7 +363,8 @@ def _add_preview(commands, defaults):
     preview = commands.add_parser(
         "preview", help="write a grid of samples of an image folder, with class names",
         formatter_class=defaults)
-    preview.add_argument("directory", help="image folder, one subfolder per class")
+    preview.add_argument("directory", help="image folder, one subfolder per class (a "
+                                           "folder without them is shown unlabeled)")
     preview.add_argument("--out", default="preview.png",
                          help="picture to write, its format from its extension (.png, "
                               ".pdf, .svg, .jpg...); a folder or a special file is refused")
@@ -446,11 +453,13 @@ def build_parser() -> argparse.ArgumentParser:
 # A line of TensorFlow's or absl's C++ log ("I0000 00:00:1796162897.157932    8903
 # port.cc:153] oneDNN custom operations are on..."), absl's note printed before its
 # logging starts, and the lines that continue a log line.
-def _message(error: BaseException, command: str) -> str:
+def _message(error: BaseException, command: str, debug: bool = False) -> str:
     """kerasgen's one line for a failure: the error's message, with how to go on."""
     text = str(error) or type(error).__name__
     if not isinstance(error, (ValueError, OSError, ImportError, TypeError)):
-        text = f"{type(error).__name__}: {text} (--debug shows the traceback)"
+        text = f"{type(error).__name__}: {text}"
+        if not debug:
+            text += " (--debug shows the traceback)"
     if command == "inspect" and "pass label_mode=None" in text:
         text += " On the command line: --label-mode none."
     if command == "bench" and text.startswith("Cannot decode"):
@@ -461,25 +470,26 @@ def _message(error: BaseException, command: str) -> str:
 def main(argv: list[str] | None = None) -> int:
     """Runs the command `argv` names (sys.argv's by default); returns its exit status:
     0; 1 when `inspect` finds corrupt or missing files or labels the generators
-    refuse; 2 with kerasgen's one message on stderr (no traceback; `--debug` shows it)
-    for a bad argument, file or missing dependency, or any other failure. TensorFlow's
+    refuse; 2 with kerasgen's one message on stderr (no traceback; `--debug` prints it
+    first) for a bad argument, file or missing dependency, or any other failure. TensorFlow's
     start-up log lines are silenced (TF_CPP_MIN_LOG_LEVEL=3 unless set) before anything
     imports it."""
     if "tensorflow" not in sys.modules:
         os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
     args = build_parser().parse_args(argv)
-    if args.debug:
-        return args.run(args)
     with warnings.catch_warnings():
-        warnings.showwarning = lambda message, *rest, **kw: print(
-            f"kerasgen {args.command}: warning: {message}", file=sys.stderr)
+        if not args.debug:  # --debug leaves Python's warnings as they are
+            warnings.showwarning = lambda message, *rest, **kw: print(
+                f"kerasgen {args.command}: warning: {message}", file=sys.stderr)
         try:
             return args.run(args)
         except KeyboardInterrupt:
             print(f"kerasgen {args.command}: interrupted", file=sys.stderr)
             return 130
         except Exception as error:  # noqa: BLE001 -- every failure ends in one message
-            print(f"kerasgen {args.command}: {_message(error, args.command)}",
+            if args.debug:  # the traceback too, and the same exit status
+                traceback.print_exc()
+            print(f"kerasgen {args.command}: {_message(error, args.command, args.debug)}",
                   file=sys.stderr)
             return 2
 

@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import cv2
+import numpy as np
 import pytest
 
 import kerasgen as kg
@@ -63,6 +65,19 @@ def test_preview_titles_say_what_the_picture_shows(image_folder, tmp_path, monke
                          "-n", "4", "--image-size", "16x24"] + extra) == 0
     assert "no augmentation" in titles[0] and "augmented" in titles[1]
     assert titles[0] != titles[1]
+
+
+def test_preview_of_a_flat_folder_shows_its_images_unlabeled(tmp_path, capsys):
+    folder = tmp_path / "flat"
+    folder.mkdir()
+    for i in range(3):
+        assert cv2.imwrite(str(folder / f"{i}.png"), np.full((20, 20, 3), 40 * i, np.uint8))
+    out = tmp_path / "p.png"
+    assert cli.main(["preview", str(folder), "--out", str(out), "--image-size", "16"]) == 0
+    printed = capsys.readouterr().out
+    assert printed == (f"wrote {out}: 3 samples of 3 (no class subfolders: shown without "
+                       "labels)\n")
+    assert cv2.imread(str(out)) is not None
 
 
 @pytest.mark.parametrize("name,refusal", [
@@ -199,11 +214,12 @@ def test_the_first_line_comes_before_keras_starts(image_folder, monkeypatch, cap
                    "traceback)\n")
 
 
-def test_debug_shows_the_traceback():
+def test_debug_shows_the_traceback_and_keeps_the_exit_status():
     for args in (["inspect", "nonexist", "--debug"], ["--debug", "inspect", "nonexist"]):
         result = run_as_installed(*args)
-        assert result.returncode != 0 and "Traceback (most recent call last)" in result.stderr
+        assert result.returncode == 2 and "Traceback (most recent call last)" in result.stderr
         assert "FileNotFoundError" in result.stderr
+        assert result.stderr.rstrip().splitlines()[-1].startswith("kerasgen inspect: ")
     plain = run_as_installed("inspect", "nonexist")
     assert plain.returncode == 2 and "Traceback" not in plain.stderr
     assert "--debug" in " ".join(run_as_installed("bench", "--help").stdout.split())

@@ -671,3 +671,13 @@ def test_preview_batch_is_the_generators_first_batch(image_folder):
         np.testing.assert_array_equal(preview.x, x)
         np.testing.assert_array_equal(preview.y, y)
         assert preview.class_names == gen.class_names
+
+
+def test_preview_batch_of_a_flat_folder_is_the_unlabeled_generators(tmp_path):
+    for i in range(7):
+        write_png(tmp_path / f"{i}.png", smooth_image(12, 14, seed=i))
+    preview = PreviewBatch(str(tmp_path), (10, 10), 5, 4)
+    gen = kg.ImageFolderGenerator(tmp_path, image_size=(10, 10), batch_size=5, seed=4,
+                                  label_mode=None, dtype="uint8", verbose=0)
+    np.testing.assert_array_equal(preview.x, gen[0])
+    assert preview.y is None and preview.label_mode is None and preview.class_names == []
