@@ -1,6 +1,7 @@
 """The package as users get it (`make package`, in CI): the sdist and wheel built with
 `python -m build`, `twine check --strict`, what the wheel holds (the package, py.typed,
-the license; no tests, benchmarks, examples or docs), then the wheel installed (not
+the license; no tests, benchmarks, examples or docs) and what the sdist holds (every
+file git tracks, so its tests run: conftest.py included), then the wheel installed (not
 editable) into a fresh venv, where the README's 30-second example runs and prints what
 its `# ->` comment says, importing kerasgen from that venv.
 
@@ -15,6 +16,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tarfile
 import tempfile
 import zipfile
 from email.parser import Parser
@@ -49,6 +51,26 @@ def check_wheel(wheel: pathlib.Path) -> dict[str, str]:
     return dict(metadata.items())
 
 
+def tracked_files() -> list[str]:
+    """The files git tracks in the repository (what a clone holds)."""
+    result = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, check=True,
+                            capture_output=True)
+    return [name for name in result.stdout.decode("utf-8").split("\0") if name]
+
+
+def check_sdist(sdist: pathlib.Path, tracked: list[str]) -> None:
+    """Raises AssertionError naming what `sdist` lacks of `tracked`, or holds wrongly."""
+    with tarfile.open(sdist) as archive:
+        names = archive.getnames()
+    top = f"kerasgen3-{version()}/"
+    inside = {name[len(top):] for name in names if name.startswith(top)}
+    missing = sorted(set(tracked) - inside)
+    assert not missing, f"{sdist.name} lacks files git tracks: {missing[:10]}"
+    assert "tests/conftest.py" in inside, f"{sdist.name} lacks tests/conftest.py"
+    compiled = [n for n in inside if n.endswith(".pyc") or "__pycache__" in n]
+    assert not compiled, f"{sdist.name} holds compiled files: {compiled[:5]}"
+
+
 def readme_example() -> str:
     """The README's 30-second example: the first ```python block after its heading."""
     text = (ROOT / "README.md").read_text(encoding="utf-8")
@@ -79,6 +101,7 @@ def main() -> int:
     assert len(wheels) == 1 and len(sdists) == 1, sorted(dist.iterdir())
     run(sys.executable, "-m", "twine", "check", "--strict", wheels[0], sdists[0])
     check_wheel(wheels[0])
+    check_sdist(sdists[0], tracked_files())
     with tempfile.TemporaryDirectory() as tmp:
         venv = pathlib.Path(tmp) / "venv"
         run(sys.executable, "-m", "venv", venv)
