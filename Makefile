@@ -9,11 +9,23 @@ export TF_CPP_MIN_LOG_LEVEL ?= 2
 
 install: $(STAMP)
 
+# Python 3.11 or newer (setup.py's python_requires), checked before anything is installed
 $(STAMP): setup.py pyproject.toml
+	@$(PYTHON) -c "$$PYTHON_CHECK"
+	@echo "Installing kerasgen (editable) and its test extras into $(VENV)/: a few minutes the first time."
 	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/python -m pip install --quiet --upgrade pip
-	$(VENV)/bin/python -m pip install --quiet -e ".[test]"
+	$(VENV)/bin/python -m pip install --progress-bar off -e ".[test]"
 	touch $(STAMP)
+	@echo "Installed. To use its python and the kerasgen command: source $(VENV)/bin/activate"
+
+define PYTHON_CHECK
+import sys
+if sys.version_info < (3, 11):
+    sys.exit(f"kerasgen needs Python 3.11 or newer; {sys.executable} is "
+             f"{sys.version.split()[0]}. Pass one: make demo PYTHON=python3.11")
+endef
+export PYTHON_CHECK
 
 demo: $(STAMP)
 	$(VENV)/bin/python examples/quickstart.py
@@ -55,4 +67,4 @@ package: $(STAMP)
 	$(VENV)/bin/python .ci/package.py
 
 clean:
-	rm -rf $(VENV) build dist site *.egg-info .pytest_cache
+	rm -rf $(VENV) .venv-* build dist site *.egg-info .pytest_cache

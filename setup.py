@@ -51,8 +51,13 @@ EXTRAS["test"] = sorted(set(
     + ["jax[cpu]>=0.4.36"]  # `make test-jax`: the JAX backend (docs/backends.md)
     # the site is built by a test (tests/test_site.py), the notebooks run in a kernel
     + EXTRAS["docs"] + ["nbformat>=5"]
-    + ["build>=1", "twine>=5"]))  # the sdist and wheel, checked (tests/test_package.py)
-EXTRAS["all"] = sorted({req for reqs in EXTRAS.values() for req in reqs})
+    # the sdist and wheel, checked (tests/test_package.py builds them with this venv's
+    # setuptools: Python 3.12's venvs have none of their own)
+    + ["build>=1", "twine>=5", "setuptools>=61", "wheel"]))
+# every feature a user can install; not the tools of `test` and `docs` (nor `demo`'s
+# scikit-learn beyond `imbalance`'s)
+EXTRAS["all"] = sorted({req for name, reqs in EXTRAS.items()
+                        if name not in ("test", "docs", "demo") for req in reqs})
 
 setup(
     name="kerasgen3",
@@ -63,8 +68,28 @@ setup(
     long_description_content_type="text/markdown",
     license="MIT",
     packages=find_packages(include=["kerasgen", "kerasgen.*"]),
+    # the package at the project's root: an editable install (`make install`) puts the
+    # root on sys.path (a .pth file) rather than a finder that warns about the folder
+    package_dir={"": "."},
     package_data={"kerasgen": ["py.typed"]},  # PEP 561: the package ships its type hints
-    python_requires=">=3.9",
+    # what is tested (Keras 3.15, NumPy 2.4, JAX 0.10) needs 3.11; CI runs 3.11 and 3.13
+    python_requires=">=3.11",
+    classifiers=[
+        "Development Status :: 4 - Beta",
+        "Intended Audience :: Developers",
+        "Intended Audience :: Science/Research",
+        "Operating System :: POSIX :: Linux",
+        "Programming Language :: Python :: 3",
+        "Programming Language :: Python :: 3 :: Only",
+        "Programming Language :: Python :: 3.11",
+        "Programming Language :: Python :: 3.12",
+        "Programming Language :: Python :: 3.13",
+        "Topic :: Scientific/Engineering :: Artificial Intelligence",
+        "Topic :: Software Development :: Libraries :: Python Modules",
+        "Typing :: Typed",
+    ],
+    keywords=["keras", "pydataset", "data loader", "data augmentation", "class imbalance",
+              "tensorflow", "jax"],
     install_requires=["keras>=3.3", "numpy>=1.23", "opencv-python-headless>=4.8",
                       "pillow>=9",  # Pillow reads image headers (max_pixels)
                       "simplejpeg>=1.8",  # JPEGs decoded with libjpeg's warnings raised
