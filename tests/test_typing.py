@@ -59,12 +59,9 @@ def _missing(function, module, bound):
                and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
     if signature.return_annotation is inspect.Signature.empty:
         missing.append("return")
-    # `X | None` hints evaluate at run time from Python 3.10 (type checkers read them on
-    # 3.9 too, under `from __future__ import annotations`)
-    if sys.version_info >= (3, 10):
-        namespace = _type_checking_names(module)
-        for each in [function, *getattr(typing, "get_overloads", lambda f: [])(function)]:
-            typing.get_type_hints(each, globalns=namespace)
+    namespace = _type_checking_names(module)
+    for each in [function, *typing.get_overloads(function)]:
+        typing.get_type_hints(each, globalns=namespace)
     return missing
 
 
