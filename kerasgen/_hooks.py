@@ -157,6 +157,30 @@ class HookSource:
     def __len__(self) -> int:
         return len(self.inner)
 
+    # The protocols' members are defined here, not only reached through __getattr__:
+    # from Python 3.12, isinstance() against a runtime protocol looks them up with
+    # inspect.getattr_static, which never calls __getattr__, so a HookSource would be no
+    # BatchSource and its owner's load_batch would never be called.
+    @property
+    def labels(self) -> Any:
+        return self.inner.labels
+
+    @property
+    def class_names(self) -> Any:
+        return self.inner.class_names
+
+    @property
+    def remote(self) -> bool:
+        return bool(getattr(self.inner, "remote", False))
+
+    def prefetch(self, indices: np.ndarray) -> None:
+        if isinstance(self.inner, sources_mod.PrefetchingSource):
+            self.inner.prefetch(indices)
+
+    def forget(self) -> None:
+        if isinstance(self.inner, sources_mod.PrefetchingSource):
+            self.inner.forget()
+
     def __getattr__(self, name: str) -> Any:
         inner = self.__dict__.get("inner")
         if inner is None or name.startswith("__"):

@@ -6,6 +6,7 @@ generator. Recorded with `sys.setprofile` on the calling thread, with nothing ma
 and one decode thread, so that the whole batch is made on it.
 """
 
+import inspect
 import sys
 from pathlib import Path
 
@@ -86,3 +87,26 @@ def test_a_subclass_that_fills_a_hook_is_the_one_way_back(image_folder):
         watched.on_epoch_end()
         plain.on_epoch_end()
     assert seen and set(seen) <= {0, 4, 8}
+
+
+def test_a_hook_source_is_each_source_protocol_to_a_static_lookup(image_folder):
+    """From Python 3.12 isinstance() against a runtime protocol looks members up with
+    inspect.getattr_static (no __getattr__): every member of Source, BatchSource and
+    PrefetchingSource must be found on a HookSource that way, or its owner's load_batch
+    is silently never called there (seen on 3.13)."""
+    from kerasgen import _hooks
+    from kerasgen.sources import _core
+
+    class Watched(kg.ImageFolderGenerator):
+        def load_batch(self, indices, positions, partners=None, lams=None):
+            return super().load_batch(indices, positions, partners, lams)
+
+    source = Watched(image_folder, image_size=(8, 8))._batch_source()
+    assert isinstance(source, _hooks.HookSource)
+    members = ["labels", "class_names", "__len__", "describe", "load", "load_batch",
+               "remote", "prefetch", "forget"]
+    for name in members:
+        inspect.getattr_static(source, name)  # raises AttributeError when missing
+    assert isinstance(source, _core.BatchSource) and isinstance(source, _core.Source)
+    assert isinstance(source, _core.PrefetchingSource) and source.remote is False
+    assert source.labels is source.inner.labels
