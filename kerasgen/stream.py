@@ -768,12 +768,12 @@ class StreamGenerator(PyDataset):
         dtype: the batches' x dtype: "float32", "float16", "uint8", or None.
         storage_options: fsspec options for URLs (credentials, endpoint...).
         workers: Keras's PyDataset argument, as are `use_multiprocessing` and
-            `max_queue_size`. A worker process reads each stream it makes batches of itself
-            (skipping the records of batches other workers make, without decoding them), so
-            processes pay off when decoding and augmentation cost more than reading; Keras
-            starts its pool anew each epoch, and a new process starts reading at the start of
-            the latest pass the training process knew (its first, unless it read or was restored
-            further).
+            `max_queue_size`. A worker process reads each stream it makes batches of
+            itself (skipping the records of batches other workers make, without decoding
+            them), so processes pay off when decoding and augmentation cost more than
+            reading; Keras starts its pool anew each epoch, and a new process starts
+            reading at the start of the latest pass the training process knew (its
+            first, unless it read or was restored further).
 
     `fit` warns that its default shuffle=True is ignored for an infinite PyDataset (the
     stream shuffles itself): pass `fit(..., shuffle=False)` to silence it.

@@ -6,6 +6,7 @@ so a reader (on GitHub, in Colab) sees them without running anything."""
 import importlib.util
 import pathlib
 
+import nbformat
 import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
@@ -54,7 +55,6 @@ def test_every_notebook_is_checked():
 @pytest.mark.timeout(600)
 @pytest.mark.parametrize("name", sorted(PRINTS))
 def test_notebook_runs_and_keeps_its_outputs(name, tmp_path):
-    nbformat = pytest.importorskip("nbformat", reason="in the test extra")
     path = ROOT / "examples" / name
     fresh = run_notebooks.execute(path, tmp_path)  # raises with the failing cell
     printed = stdout(fresh)
