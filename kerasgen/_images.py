@@ -12,6 +12,7 @@ import numpy as np
 
 from kerasgen import _checks, _jpeg
 from kerasgen._checks import file_kind
+from kerasgen import _redact
 
 # Pillow's decompression-bomb limit (PIL.Image.MAX_IMAGE_PIXELS: a 24-bit 1 GiB image):
 # the default `max_pixels` of the image generators.
@@ -168,12 +169,10 @@ def _warn_reduced(name):
     if _warned_deep:
         return
     _warned_deep = True
-    import warnings
-
-    warnings.warn(f"{name} has 16 bits per sample; it is reduced to 8 bits, as Keras's "
-                  "loaders reduce it. Pass bit_depth=16 (or dtype='uint16') to keep its "
-                  "16 bits: batches then hold 0..65535 (rescale=1/65535 makes them "
-                  "0..1). Warned once.", stacklevel=4)
+    _redact.warn(f"{name} has 16 bits per sample; it is reduced to 8 bits, as Keras's "
+                 "loaders reduce it. Pass bit_depth=16 (or dtype='uint16') to keep its "
+                 "16 bits: batches then hold 0..65535 (rescale=1/65535 makes them "
+                 "0..1). Warned once.", stacklevel=4)
 
 
 def to_depth(image, depth):

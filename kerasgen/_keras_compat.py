@@ -73,9 +73,9 @@ import collections
 import contextlib
 import sys
 import threading
-import warnings
 import weakref
 from types import FrameType
+from kerasgen import _redact
 
 _ADAPTER_FILE = "py_dataset_adapter.py"
 _EPOCH_ITERATOR_FILE = "epoch_iterator.py"
@@ -307,7 +307,7 @@ def raise_tf_data_errors():
 def warn_predict_order(gen, epoch):
     """`predict` reads the batches of `gen` in the order of `epoch`, which is not the
     source order when the generator shuffles or samples: says so, and how to fix it."""
-    warnings.warn(
+    _redact.warn(
         f"model.predict() reads {type(gen).__name__} in the order of epoch {epoch} "
         f"(shuffle={gen.shuffle}, sampler={gen.sampler!r}), so prediction row i is "
         f"sample gen.epoch_plan({epoch})[i], not sample i (Keras then ends the epoch: "

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import numbers
 import re
-import warnings
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
@@ -12,6 +11,7 @@ import numpy as np
 import numpy.typing as npt
 
 from kerasgen import _checks
+from kerasgen import _redact
 
 LABEL_MODES = ("int", "categorical", "binary", "multi_label", "raw", "mask", "input", "boxes",
                "image", None)
@@ -216,7 +216,7 @@ def _warn_missing_words(values: Any, describe: Describe | None) -> None:
     found = [i for i, v in enumerate(values) if v.strip() in _MISSING_WORDS]
     if found:
         i = found[0]
-        warnings.warn(
+        _redact.warn(
             f"{len(found)} label{'s' if len(found) > 1 else ''} read as a missing value "
             f"elsewhere (pandas reads {values[i]!r} as NaN): {values[i]!r} at "
             f"{_row_name(describe, i)}{' ...' if len(found) > 1 else ''}. kerasgen keeps "
@@ -648,7 +648,7 @@ def _class_values(values: list[Any], column: Any, class_names: Iterable[str] | N
     clashes = [sorted(s) for s in spellings.values() if len(s) > 1]
     if clashes:
         texts = ", ".join(repr(t) for t in clashes[0])
-        warnings.warn(
+        _redact.warn(
             f"Labels {texts} of column {column!r} are written differently but read as the "
             f"same number; they are kept as {len(clashes[0])} different classes (labels "
             "are names unless every label is a plainly written integer). If they are one "
@@ -768,7 +768,7 @@ def column_labels(cells: Sequence[Any], label_mode: str | None, delimiter: str |
     if problem is not None and problem[0] == "error":
         raise ValueError(problem[1])
     if problem is not None:
-        warnings.warn(problem[1], stacklevel=4)
+        _redact.warn(problem[1], stacklevel=4)
     if label_mode != "multi_label":
         for i, cell in enumerate(cells):
             if isinstance(cell, (list, tuple, set, np.ndarray)):

@@ -12,7 +12,6 @@ import functools
 import os
 import re
 import threading
-import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Literal
 
@@ -26,6 +25,7 @@ from kerasgen._typing import (ColorMode, Decoder, ImageSize, Interpolation, Labe
                               StrPath)
 from kerasgen.tfrecord import (FeatureKind, Shards, _ExampleGenerator, import_example,
                                is_tfrecord)
+from kerasgen import _redact
 
 PIP = 'pip install "kerasgen3[arrayrecord]"'
 # Random access: no read-ahead (it would read past the record asked for), one thread
@@ -106,7 +106,7 @@ class ArrayRecordFiles:
         read then decodes a whole group (grain asks for group_size:1 too)."""
         found = re.search(r"group_size:(\d+)", reader.writer_options_string() or "")
         if found and int(found[1]) > 1:
-            warnings.warn(
+            _redact.warn(
                 f"{self.shards.shown(number)} was written with group_size:{found[1]}: "
                 f"every record read decodes its group of {found[1]} records, so shuffled "
                 "reading is that much slower. Write it with ArrayRecordWriter(path, "

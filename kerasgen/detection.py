@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import time
-import warnings
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -25,6 +24,7 @@ from kerasgen.sources._remote_cache import RemoteCache
 from kerasgen._typing import (Cache, ColorMode, Decoder, ImageSize, Interpolation, OnError,
                               StrPath, Subset)
 from kerasgen.generators import _ImageFileGenerator, _processes
+from kerasgen import _redact
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -137,10 +137,10 @@ class DetectionGenerator(_ImageFileGenerator):
         targets, dropped = _resized(found, class_ids, sizes, size, aspect)
         if dropped:
             shown = ", ".join(f"box {b} of {found.where[i]}" for i, b in dropped[:3])
-            warnings.warn(f"Dropped {len(dropped)} box(es) with no area left once the image "
-                          f"is resized (cut away by crop_to_aspect_ratio, or empty): "
-                          f"{shown}{' ...' if len(dropped) > 3 else ''}. "
-                          "`gen.dropped_boxes` lists them all.", stacklevel=2)
+            _redact.warn(f"Dropped {len(dropped)} box(es) with no area left once the image "
+                         f"is resized (cut away by crop_to_aspect_ratio, or empty): "
+                         f"{shown}{' ...' if len(dropped) > 3 else ''}. "
+                         "`gen.dropped_boxes` lists them all.", stacklevel=2)
         counts = [len(t.boxes) for t in targets]
         if max_boxes is not None:
             max_boxes = _checks.positive_int("max_boxes", max_boxes)
@@ -265,8 +265,8 @@ def _existing(found: annotations_mod.Annotations, on_missing: str,
         raise FileNotFoundError(f"{len(missing)} annotated image file(s) do not exist: "
                                 f"{shown}{more}. Fix the paths (or `directory`), or pass "
                                 "on_missing='skip' to drop them.")
-    warnings.warn(f"Skipping {len(missing)} annotated image(s) whose file does not exist: "
-                  f"{shown}{more}. `gen.skipped` lists them all.", stacklevel=3)
+    _redact.warn(f"Skipping {len(missing)} annotated image(s) whose file does not exist: "
+                 f"{shown}{more}. `gen.skipped` lists them all.", stacklevel=3)
     gone = set(missing)
     keep = [i for i in range(len(found.paths)) if i not in gone]
     if not keep:

@@ -7,7 +7,6 @@ import numbers
 import os
 import reprlib
 import time
-import warnings
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
@@ -30,6 +29,7 @@ from kerasgen.sources._paired import PairedSource
 from kerasgen._iterator_names import IteratorNames
 from kerasgen.sources._remote_cache import RemoteCache
 from kerasgen.base import Generator
+from kerasgen import _redact
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -836,9 +836,9 @@ def _listed_files(table, x_col, mask_col, directory, allow_outside, on_missing, 
         )
     skipped = [paths[i] for i in missing]
     more = " ..." if len(missing) > 5 else ""
-    warnings.warn(f"Skipping {_count(len(missing), 'row')} of {table.name()} whose "
-                  f"file{'s do' if len(missing) > 1 else ' does'} not exist: {listed}{more}. "
-                  "`gen.skipped` lists them all.", stacklevel=4)
+    _redact.warn(f"Skipping {_count(len(missing), 'row')} of {table.name()} whose "
+                 f"file{'s do' if len(missing) > 1 else ' does'} not exist: {listed}{more}. "
+                 "`gen.skipped` lists them all.", stacklevel=4)
     gone = set(missing)
     keep = [i for i in range(len(paths)) if i not in gone]
     table.subset(keep)

@@ -23,9 +23,9 @@ import multiprocessing
 import pickle
 import signal
 import traceback
-import warnings
 from collections.abc import Callable
 from typing import Any, TypeVar, overload
+from kerasgen import _redact
 
 __all__ = ["ReleaseGPUMemory", "enable_memory_growth", "memory_info", "release_gpu_memory",
            "run_isolated"]
@@ -40,8 +40,8 @@ def _cuda():
     try:
         from numba import cuda
     except ImportError:
-        warnings.warn(f"numba is not installed, so GPU memory cannot be released in this "
-                      f"process: {PIP_NUMBA}. run_isolated() needs no numba.", stacklevel=3)
+        _redact.warn(f"numba is not installed, so GPU memory cannot be released in this "
+                     f"process: {PIP_NUMBA}. run_isolated() needs no numba.", stacklevel=3)
         return None
     return cuda
 
@@ -94,8 +94,8 @@ def release_gpu_memory(device: int | None = None) -> bool:
         return False
     devices = _devices(cuda, device)
     if not devices:
-        warnings.warn("No CUDA device found by the driver; there is no GPU memory to "
-                      "release.", stacklevel=2)
+        _redact.warn("No CUDA device found by the driver; there is no GPU memory to "
+                     "release.", stacklevel=2)
         return False
     for d in devices:
         cuda.select_device(d)

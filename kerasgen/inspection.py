@@ -19,6 +19,7 @@ from kerasgen import _labels as labels_mod
 from kerasgen.sources import _listing as listing
 from kerasgen._progress import progress
 from kerasgen._typing import LabelMode, StrPath
+from kerasgen import _redact
 
 
 def _probe(path, max_pixels):
@@ -251,7 +252,7 @@ def inspect(source: StrPath, x_col: str = "filename", y_col: str | None = "label
     paths, labels, class_names, found, label_errors = _files_and_labels(
         source, x_col, y_col, directory, label_mode, label_delimiter, encoding)
     for message in found:
-        warnings.warn(message, stacklevel=2)
+        _redact.warn(message, stacklevel=2)
     if labels is not None and label_mode == "multi_label":
         labels = [label for row in labels for label in row]
     with ThreadPoolExecutor(threads or os.cpu_count() or 1) as pool:

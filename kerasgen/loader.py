@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 import threading
-import warnings
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager
@@ -30,6 +29,7 @@ from kerasgen.sources import _remote
 from kerasgen import _stats as stats_mod
 from kerasgen._progress import progress
 from kerasgen._typing import Cache, ColorMode, Decoder, ImageSize, Interpolation, OnError, StrPath
+from kerasgen import _redact
 
 _T = TypeVar("_T")
 DECODERS = ("opencv", "nvimgcodec")
@@ -309,9 +309,9 @@ class ImageLoader:
             self.skipped.append(path)
             first, self._warned = not self._warned, True  # listed skips had their own
         if first:
-            warnings.warn(f"Skipping an undecodable image, replaced by another sample of "
-                          f"its class: {error} `gen.skipped` lists every skipped file; "
-                          "`gen.validate()` finds them all up front.", stacklevel=2)
+            _redact.warn(f"Skipping an undecodable image, replaced by another sample of "
+                         f"its class: {error} `gen.skipped` lists every skipped file; "
+                         "`gen.validate()` finds them all up front.", stacklevel=2)
 
     # ----------------------------------------------------------------- batches
     def decode(self, indices: np.ndarray, dtype: npt.DTypeLike, rescale: float | None = None,

@@ -16,7 +16,6 @@ import inspect
 import os
 import struct
 import threading
-import warnings
 import zlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -41,6 +40,7 @@ from kerasgen._typing import (ColorMode, Decoder, ImageSize, Interpolation, Labe
 from kerasgen.base import Generator
 from kerasgen.loader import DECODERS, ImageLoader
 from kerasgen.sources._core import ArraySource
+from kerasgen import _redact
 
 KINDS = ("image", "label", "float", "int")
 FeatureKind = Literal["image", "label", "float", "int"]  # KINDS
@@ -589,10 +589,10 @@ class TFRecordGenerator(_ExampleGenerator):
                                 "a dict `features`. Pass the {feature key: kind} dict as "
                                 "`feature_spec` only; `features=` is SMOTE's feature space "
                                 "(an array, one row per record).")
-            warnings.warn("TFRecordGenerator(features={key: kind}) is deprecated: the spec "
-                          "is now `feature_spec=` (or the second positional argument); "
-                          "`features=` is SMOTE's feature space, as on every generator.",
-                          DeprecationWarning, stacklevel=2)
+            _redact.warn("TFRecordGenerator(features={key: kind}) is deprecated: the spec "
+                         "is now `feature_spec=` (or the second positional argument); "
+                         "`features=` is SMOTE's feature space, as on every generator.",
+                         DeprecationWarning, stacklevel=2)
             feature_spec = common.pop("features")
         compression = check_compression(compression_type)
         self.compression_type = compression
@@ -616,8 +616,8 @@ class TFRecordGenerator(_ExampleGenerator):
     @property
     def features(self) -> dict[str, FeatureKind]:
         """Deprecated: the {feature key: kind} dict is `feature_spec`."""
-        warnings.warn("TFRecordGenerator.features is deprecated: use `feature_spec`.",
-                      DeprecationWarning, stacklevel=2)
+        _redact.warn("TFRecordGenerator.features is deprecated: use `feature_spec`.",
+                     DeprecationWarning, stacklevel=2)
         return self.feature_spec
 
 

@@ -25,7 +25,6 @@ import string
 import sys
 import tarfile
 import threading
-import warnings
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -42,6 +41,7 @@ from kerasgen._typing import (Cache, ColorMode, Decoder, ImageSize, Interpolatio
                               StrPath)
 from kerasgen.generators import _check_common, _ImageFileGenerator, image_source
 from kerasgen.tfrecord import Shards
+from kerasgen import _redact
 
 WHAT = "WebDataset shard"
 # webdataset's default decoders (autodecode.decoders) of the labels kerasgen reads,
@@ -433,8 +433,8 @@ class TarSamples:
         parts = [part for part, _ in found]
         for number, part in enumerate(parts):
             if not part[0]:
-                warnings.warn(f"{shards.names[number]} holds no sample: no member of it "
-                              "is a field of a key (key.jpg, key.cls, ...).", stacklevel=3)
+                _redact.warn(f"{shards.names[number]} holds no sample: no member of it "
+                             "is a field of a key (key.jpg, key.cls, ...).", stacklevel=3)
         self.keys: list[str] = [key for keys, _, _ in parts for key in keys]
         if not self.keys:
             raise ValueError(f"No samples in {', '.join(shards.names)}: no member of these "

@@ -596,8 +596,8 @@ def test_every_module_is_public_on_purpose_or_internal_by_name():
 # TYPE_CHECKING:`) only modules of its own layer or a lower one, so the flow source ->
 # order/sampler -> loader -> augment -> batch -> feeding -> Generator shows in the imports.
 LAYERS = [
-    ("foundations", {"_checks", "_typing", "_seeding", "_atomic", "_progress", "_stats",
-                     "_quiet", "pipeline", "pipeline.malloc", "pipeline.shm",
+    ("foundations", {"_checks", "_redact", "_typing", "_seeding", "_atomic", "_progress",
+                     "_stats", "_quiet", "pipeline", "pipeline.malloc", "pipeline.shm",
                      "pipeline.batching"}),
     ("storage", {"sources._remote_cache", "sources._remote"}),
     ("source", {"_images", "_jpeg", "_labels", "sources", "sources._core",

@@ -14,7 +14,6 @@ import json
 import mmap
 import os
 import threading
-import warnings
 import weakref
 import zlib
 from collections.abc import Callable, Iterable, Sequence
@@ -25,6 +24,7 @@ import numpy as np
 
 from kerasgen import _atomic, _checks
 from kerasgen.pipeline import shm as _shm
+from kerasgen import _redact
 
 
 def _optional_module(name: str) -> ModuleType | None:
@@ -237,13 +237,13 @@ class FileCache(MemoryCache):
         if found == key and os.path.getsize(self.path) == self.size:
             return
         if found == key:
-            warnings.warn(f"The cache {self.path} has {os.path.getsize(self.path)} bytes, "
-                          f"not the {self.size} it was made with (truncated or changed by "
-                          "another program); rebuilding it.", stacklevel=4)
+            _redact.warn(f"The cache {self.path} has {os.path.getsize(self.path)} bytes, "
+                         f"not the {self.size} it was made with (truncated or changed by "
+                         "another program); rebuilding it.", stacklevel=4)
         elif found:  # another kerasgen cache (an empty file is simply used)
-            warnings.warn(f"The cache {self.path} was made for other files or settings; "
-                          "rebuilding it. Give each generator its own cache file.",
-                          stacklevel=4)
+            _redact.warn(f"The cache {self.path} was made for other files or settings; "
+                         "rebuilding it. Give each generator its own cache file.",
+                         stacklevel=4)
         with _atomic.replacing(self.path) as f:
             try:
                 f.write(key.encode().ljust(KEY_BYTES, b" "))
@@ -340,11 +340,11 @@ class FileCache(MemoryCache):
             if self._warned:
                 return
             self._warned = True
-        warnings.warn(f"The cache file {self.path} holds a sample whose checksum does not "
-                      f"match its bytes (sample {index}: changed on disk, or a flag set "
-                      "by something other than kerasgen). Such samples are decoded again "
-                      "and rewritten; if this repeats, delete the file (it is rebuilt) or "
-                      "check the disk.", stacklevel=4)
+        _redact.warn(f"The cache file {self.path} holds a sample whose checksum does not "
+                     f"match its bytes (sample {index}: changed on disk, or a flag set "
+                     "by something other than kerasgen). Such samples are decoded again "
+                     "and rewritten; if this repeats, delete the file (it is rebuilt) or "
+                     "check the disk.", stacklevel=4)
 
     def put(self, index: int, sample: np.ndarray) -> None:
         data, filled = self._arrays()

@@ -31,7 +31,6 @@ lives in a module of its own:
 
 from __future__ import annotations
 
-import warnings
 from typing import Any
 
 from kerasgen.samplers._neighbors import NeighborCache
@@ -46,6 +45,7 @@ from kerasgen.samplers._strategy import (
     class_counts,
     target_counts,
 )
+from kerasgen import _redact
 
 __all__ = [
     "OVER_STRATEGIES",
@@ -68,7 +68,7 @@ __all__ = [
 
 def __getattr__(name: str) -> Any:
     if name == "NeighbourCache":  # the old spelling, for one release
-        warnings.warn("kerasgen.samplers.NeighbourCache is deprecated: use NeighborCache.",
-                      DeprecationWarning, stacklevel=2)
+        _redact.warn("kerasgen.samplers.NeighbourCache is deprecated: use NeighborCache.",
+                     DeprecationWarning, stacklevel=2)
         return NeighborCache
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

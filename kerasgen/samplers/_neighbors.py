@@ -9,13 +9,13 @@ Memory is what the table needs: one row of k int32 neighbors per sample of a cla
 from __future__ import annotations
 
 import threading
-import warnings
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
 from kerasgen.samplers._plan import index_dtype
+from kerasgen import _redact
 
 
 class NeighborCache:
@@ -122,7 +122,7 @@ def _class_k(c: int, size: int, k_neighbors: int) -> int:
                          f"{size} sample; it needs at least two.")
     k = min(k_neighbors, size - 1)
     if k < k_neighbors:
-        warnings.warn(f"Class {c} has {size} samples, fewer than "
-                      f"k_neighbors + 1 = {k_neighbors + 1}; SMOTE uses k={k} "
-                      "for it.", stacklevel=6)
+        _redact.warn(f"Class {c} has {size} samples, fewer than "
+                     f"k_neighbors + 1 = {k_neighbors + 1}; SMOTE uses k={k} "
+                     "for it.", stacklevel=6)
     return k

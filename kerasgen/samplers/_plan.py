@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import threading
 import typing
-import warnings
 from collections.abc import Callable, Hashable
 from typing import Any
 
@@ -19,6 +18,7 @@ import numpy as np
 import numpy.typing as npt
 
 from kerasgen.pipeline import batching
+from kerasgen import _redact
 
 
 def index_dtype(n: int) -> type[np.signedinteger[Any]]:
@@ -89,9 +89,9 @@ class Plan:
                  lams: np.ndarray | None = None, neighbors: Neighbors | None = None, *,
                  neighbours: Neighbors | None = None) -> None:
         if neighbours is not None:
-            warnings.warn("Plan(neighbours=...) is deprecated: use neighbors= "
-                          "(imbalanced-learn's spelling, as in k_neighbors).",
-                          DeprecationWarning, stacklevel=2)
+            _redact.warn("Plan(neighbours=...) is deprecated: use neighbors= "
+                         "(imbalanced-learn's spelling, as in k_neighbors).",
+                         DeprecationWarning, stacklevel=2)
             neighbors = neighbours if neighbors is None else neighbors
         indices = np.asarray(indices)
         self.indices = indices if indices.dtype in (np.int32, np.int64) else indices.astype(
@@ -103,8 +103,8 @@ class Plan:
     @property
     def neighbours(self) -> Neighbors | None:
         """Deprecated: `neighbors`."""
-        warnings.warn("Plan.neighbours is deprecated: use Plan.neighbors.",
-                      DeprecationWarning, stacklevel=2)
+        _redact.warn("Plan.neighbours is deprecated: use Plan.neighbors.",
+                     DeprecationWarning, stacklevel=2)
         return self.neighbors
 
     def __len__(self) -> int:

@@ -5,7 +5,6 @@ batches. Their plans are index arrays."""
 from __future__ import annotations
 
 import abc
-import warnings
 from typing import Any
 
 import numpy as np
@@ -17,6 +16,7 @@ from kerasgen import _seeding as seeding
 from kerasgen.samplers._plan import Plan
 from kerasgen.samplers._resampler import Resampler, Resolved, StrategyResampler
 from kerasgen.samplers._strategy import class_counts
+from kerasgen import _redact
 
 
 class RandomSampler(StrategyResampler, abc.ABC):
@@ -84,8 +84,8 @@ class BalancedBatchSampler(Resampler):
             if num_batches is not None:
                 raise TypeError("BalancedBatchSampler got `num_batches` and its deprecated "
                                 "name `n_batches`. Pass num_batches= only.")
-            warnings.warn("BalancedBatchSampler(n_batches=...) is deprecated: use "
-                          "num_batches=.", DeprecationWarning, stacklevel=2)
+            _redact.warn("BalancedBatchSampler(n_batches=...) is deprecated: use "
+                         "num_batches=.", DeprecationWarning, stacklevel=2)
             num_batches = n_batches
         super().__init__("all", seed)
         self.num_batches = (None if num_batches is None
@@ -94,16 +94,16 @@ class BalancedBatchSampler(Resampler):
     @property
     def n_batches(self) -> int | None:
         """Deprecated: `num_batches`."""
-        warnings.warn("BalancedBatchSampler.n_batches is deprecated: use num_batches.",
-                      DeprecationWarning, stacklevel=2)
+        _redact.warn("BalancedBatchSampler.n_batches is deprecated: use num_batches.",
+                     DeprecationWarning, stacklevel=2)
         return self.num_batches
 
     @property
     def sampling_strategy_(self) -> dict[Any, int]:
         """Deprecated: the class counts after `fit_resample` are `class_counts_`."""
-        warnings.warn("BalancedBatchSampler.sampling_strategy_ is deprecated: the class "
-                      "counts after fit_resample are `class_counts_`.", DeprecationWarning,
-                      stacklevel=2)
+        _redact.warn("BalancedBatchSampler.sampling_strategy_ is deprecated: the class "
+                     "counts after fit_resample are `class_counts_`.", DeprecationWarning,
+                     stacklevel=2)
         try:
             return self.class_counts_
         except AttributeError:

@@ -8,7 +8,6 @@ import io
 import os
 import posixpath
 import urllib.parse
-import warnings
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -17,6 +16,7 @@ from kerasgen import _checks
 from kerasgen.sources import _remote
 from kerasgen import _seeding as seeding
 from kerasgen._images import IMAGE_EXTENSIONS, file_kind, is_image_file, is_inside
+from kerasgen import _redact
 
 
 class _Walk:
@@ -125,7 +125,7 @@ class _Walk:
                 "Pass follow_links=True to follow links out of `directory`, or replace "
                 "the links by the files.")
         for note in self.notes:
-            warnings.warn(note, stacklevel=stacklevel)
+            _redact.warn(note, stacklevel=stacklevel)
         if not self.odd:
             return []
         n = len(self.odd)
@@ -138,8 +138,8 @@ class _Walk:
                 f"Cannot read {entries}. Remove or replace {'them' if n > 1 else 'it'}, "
                 "or pass on_error='skip' to leave such entries out (`gen.skipped` lists "
                 "them).")
-        warnings.warn(f"Leaving out {entries}; `gen.skipped` lists "
-                      f"{'them' if n > 1 else 'it'}.", stacklevel=stacklevel)
+        _redact.warn(f"Leaving out {entries}; `gen.skipped` lists "
+                     f"{'them' if n > 1 else 'it'}.", stacklevel=stacklevel)
         return [path for path, _ in self.odd]
 
 
@@ -236,8 +236,8 @@ def list_image_folder(directory, class_names=None, classes_required=True,
     for class_id, name in enumerate(class_names):
         files = walk.files(os.path.join(directory, name))
         if not files and not walk.escapes:
-            warnings.warn(f"Class folder {os.path.join(directory, name)!r} holds no "
-                          f"images; class {name!r} will have no samples.", stacklevel=3)
+            _redact.warn(f"Class folder {os.path.join(directory, name)!r} holds no "
+                         f"images; class {name!r} will have no samples.", stacklevel=3)
         paths.extend(files)
         class_ids.extend([class_id] * len(files))
     skipped = walk.finish(on_error)
@@ -294,8 +294,8 @@ def _remote_folder(store, directory, class_names, classes_required, flat):
     for class_id, name in enumerate(class_names):
         files = [url for rel, url in images if rel.startswith(name + "/")]
         if not files:
-            warnings.warn(f"Class folder {directory + '/' + name!r} holds no images; "
-                          f"class {name!r} will have no samples.", stacklevel=3)
+            _redact.warn(f"Class folder {directory + '/' + name!r} holds no images; "
+                         f"class {name!r} will have no samples.", stacklevel=3)
         paths.extend(files)
         class_ids.extend([class_id] * len(files))
     if not paths:
@@ -408,7 +408,7 @@ def _warn_empty_classes(groups, indices, subset, validation_split, class_names):
         shown = ", ".join(f"{class_names[k] if class_names is not None else k!r} "
                           f"({counts[k]} sample{'s' if counts[k] > 1 else ''})"
                           for k in empty[:5])
-        warnings.warn(
+        _redact.warn(
             f"The {subset} subset of validation_split={validation_split} has no sample of "
             f"{len(empty)} class{'es' if len(empty) > 1 else ''}: {shown}"
             f"{' ...' if len(empty) > 5 else ''}. The model will "
@@ -428,7 +428,7 @@ def _by_file(validation, files, describe):
     shown = "; ".join(f"{describe(int(i)) if describe else files[i]} repeats "
                       f"{describe(int(owner[i])) if describe else 'an earlier row'}"
                       for i in repeated[:3])
-    warnings.warn(
+    _redact.warn(
         f"{len(repeated)} row{'s' if len(repeated) > 1 else ''} name a file listed before "
         f"({shown}{' ...' if len(repeated) > 3 else ''}): each file's rows are put in one "
         "subset of the validation split, that of its first row, so that no file is in "

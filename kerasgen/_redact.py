@@ -1,0 +1,235 @@
+"""Secrets kept out of everything kerasgen shows or stores: one function, `redact`.
+
+A URL may carry credentials: a user and password (`https://user:pw@host/x`), a token or a
+signature in its query (`?token=...`, a signed URL's `X-Amz-Signature=...`, an Azure SAS
+`sig=...`). `storage_options` carry keys and secrets. Whatever kerasgen shows (an error,
+its notes and its causes, a warning, `gen.skipped`, the command line's output, the log
+records of the storage libraries) or stores (the remote cache's files and keys) passes
+through `redact` first:
+
+- in every URL of a text, the user information becomes `***` and every query value
+  `***` (the names stay, so one can still tell which URL it is);
+- every secret kerasgen was given (the values of `storage_options` whose key reads like a
+  credential, a URL's password and query values) is replaced by `***` wherever it
+  appears, also outside a URL (a storage library's own message quoting a key).
+
+`errors` is the decorator of the public entry points (constructors, `gen[i]`, the
+command line): an exception leaving them has its message, notes and chained causes
+redacted. `warn` is `warnings.warn` through `redact`; kerasgen warns through it only.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import re
+import threading
+import urllib.parse
+import warnings
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, TypeVar
+
+MASK = "***"
+# scheme://[userinfo@]host... up to a space, a quote or a bracket of the text around it
+_URL = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*://[^\s'\"<>()\[\]{}]+")
+# storage option names that hold a credential (s3fs's key/secret/token, gcsfs's token,
+# a password, an Azure account key or SAS token, client secrets, API keys, sessions)
+_SECRET_OPTION = re.compile(
+    r"(?i)(secret|passw|pwd|token|credential|signature|session|api.?key|access.?key|"
+    r"account.?key|private.?key|auth|^key$|^sas|sas.?token|cookie)")
+_MIN_SECRET = 4  # shorter values are not searched for in texts (they would mask words)
+
+_known: set[str] = set()  # secrets seen in this process, searched for in every text
+_lock = threading.Lock()
+
+
+def redact_url(url: str) -> str:
+    """`url` without its secrets: user information and query values masked."""
+    head, sep, rest = url.partition("://")
+    if not sep:
+        return url
+    authority, slash, path = rest.partition("/")
+    if "@" in authority:
+        authority = MASK + "@" + authority.rsplit("@", 1)[1]
+    path, hash_, fragment = path.partition("#")
+    path, question, query = path.partition("?")
+    if question:
+        query = "&".join(_masked(part) for part in query.split("&"))
+    if not slash and "?" in authority:  # https://host?token=... (no path)
+        authority, _, query = authority.partition("?")
+        question = "?"
+        query = "&".join(_masked(part) for part in query.split("&"))
+    return f"{head}://{authority}{slash}{path}{question}{query}{hash_}{fragment}"
+
+
+def _masked(pair: str) -> str:
+    name, eq, value = pair.partition("=")
+    return f"{name}={MASK}" if eq and value else pair
+
+
+def url_secrets(url: str) -> list[str]:
+    """The secrets a URL carries: its password (or user information) and query values,
+    as written and unquoted."""
+    found: list[str] = []
+    _, sep, rest = url.partition("://")
+    if not sep:
+        return found
+    authority, _, path = rest.partition("/")
+    if "@" in authority:
+        info = authority.rsplit("@", 1)[0]
+        user, colon, password = info.partition(":")
+        found += [password] if colon else [user]
+    query = path.partition("#")[0].partition("?")[2] or (
+        authority.partition("?")[2] if "@" not in authority else "")
+    for part in query.split("&") if query else []:
+        value = part.partition("=")[2]
+        if value:
+            found.append(value)
+    return [s for s in {*found, *(urllib.parse.unquote(s) for s in found)}
+            if len(s) >= _MIN_SECRET]
+
+
+def option_secrets(options: Any) -> list[str]:
+    """The credential values of `storage_options` (nested dicts and lists searched)."""
+    found: list[str] = []
+
+    def walk(value: Any, secret: bool) -> None:
+        if isinstance(value, Mapping):
+            for key, item in value.items():
+                walk(item, secret or bool(_SECRET_OPTION.search(str(key))))
+        elif isinstance(value, (list, tuple, set)):
+            for item in value:
+                walk(item, secret)
+        elif secret and isinstance(value, (str, bytes)):
+            text = value.decode(errors="replace") if isinstance(value, bytes) else value
+            if len(text) >= _MIN_SECRET:
+                found.append(text)
+
+    walk(options, False)
+    return found
+
+
+def remember(secrets: Iterable[str]) -> None:
+    """Adds `secrets` to those every `redact` of this process masks."""
+    new = {s for s in secrets if isinstance(s, str) and len(s) >= _MIN_SECRET}
+    if new - _known:
+        with _lock:
+            _known.update(new)
+
+
+def remember_url(url: Any) -> None:
+    if isinstance(url, str) and "://" in url:
+        remember(url_secrets(url))
+
+
+def redact(text: Any) -> Any:
+    """`text` with every URL's secrets and every known secret masked; not a str:
+    returned as it is."""
+    if not isinstance(text, str) or not text:
+        return text
+    if "://" in text:
+        text = _URL.sub(lambda m: redact_url(m.group(0)), text)
+    for secret in sorted(_known, key=len, reverse=True):
+        if secret in text:
+            text = text.replace(secret, MASK)
+    return text
+
+
+def redact_all(items: Iterable[Any]) -> list[Any]:
+    return [redact(item) for item in items]
+
+
+def describe_options(options: Any) -> str:
+    """`storage_options` as an error may show it: its type and keys, never a value."""
+    if isinstance(options, Mapping):
+        return f"a {type(options).__name__} with keys {sorted(map(str, options))}"
+    return f"a {type(options).__name__}"
+
+
+# ----------------------------------------------------------------------------- errors
+def redact_error(error: BaseException, _seen: set[int] | None = None) -> BaseException:
+    """`error` (in place) with its message, notes, file names and chained causes
+    redacted; returns it."""
+    seen = _seen if _seen is not None else set()
+    if id(error) in seen:
+        return error
+    seen.add(id(error))
+    try:
+        if error.args and any(isinstance(a, str) for a in error.args):
+            error.args = tuple(redact(a) for a in error.args)
+        for name in ("filename", "filename2", "strerror", "msg"):
+            value = getattr(error, name, None)
+            if isinstance(value, str):
+                try:
+                    setattr(error, name, redact(value))
+                except (AttributeError, TypeError):
+                    pass
+        notes = getattr(error, "__notes__", None)
+        if isinstance(notes, list):
+            notes[:] = [redact(n) for n in notes]
+    except Exception:  # noqa: BLE001 - an exception type that refuses changes stays
+        pass
+    for linked in (error.__cause__, error.__context__):
+        if linked is not None:
+            redact_error(linked, seen)
+    return error
+
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def errors(function: F) -> F:
+    """Decorates a public entry point: what it raises leaves it redacted."""
+    if getattr(function, "_kerasgen_redacts", False):
+        return function
+
+    @functools.wraps(function)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return function(*args, **kwargs)
+        except BaseException as error:
+            redact_error(error)
+            raise
+
+    wrapper._kerasgen_redacts = True  # type: ignore[attr-defined]  # noqa: SLF001
+    return wrapper  # type: ignore[return-value]
+
+
+# ----------------------------------------------------------------------------- warnings
+def warn(message: str, category: type[Warning] = UserWarning, stacklevel: int = 1) -> None:
+    """`warnings.warn(redact(message), category, stacklevel)`, the caller's frame counted
+    as warnings.warn would count it."""
+    warnings.warn(redact(message), category, stacklevel=stacklevel + 1)
+
+
+# ----------------------------------------------------------------------------- logging
+_LOGGERS = ("fsspec", "s3fs", "gcsfs", "aiohttp", "botocore", "aiobotocore", "urllib3",
+            "google", "requests")
+
+
+class _Filter(logging.Filter):
+    """Redacts a log record's message (its arguments merged in) before any handler."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        try:
+            message = record.getMessage()
+        except Exception:  # noqa: BLE001 - a record whose arguments do not format
+            return True
+        clean = redact(message)
+        if clean != message:
+            record.msg, record.args = clean, ()
+        return True
+
+
+_FILTER = _Filter()
+
+
+def guard_logging() -> None:
+    """Puts the redacting filter on the storage libraries' loggers (those that exist
+    now: a logger's filter applies to the records logged on it), once each."""
+    manager = logging.Logger.manager
+    for name in list(manager.loggerDict):
+        if name.split(".", 1)[0] in _LOGGERS:
+            logger = manager.loggerDict[name]
+            if isinstance(logger, logging.Logger) and _FILTER not in logger.filters:
+                logger.addFilter(_FILTER)
