@@ -20,13 +20,15 @@ redacted. `warn` is `warnings.warn` through `redact`; kerasgen warns through it 
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import re
+import sys
 import threading
 import urllib.parse
 import warnings
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, TypeVar
 
 MASK = "***"
@@ -69,7 +71,8 @@ def _masked(pair: str) -> str:
 
 def url_secrets(url: str) -> list[str]:
     """The secrets a URL carries: its password (or user information) and query values,
-    as written and unquoted."""
+    as written and unquoted. (Only a password is remembered by `remember_url`: query
+    values, a signature per URL, are many, and `redact` masks them in any URL.)"""
     found: list[str] = []
     _, sep, rest = url.partition("://")
     if not sep:
@@ -118,8 +121,12 @@ def remember(secrets: Iterable[str]) -> None:
 
 
 def remember_url(url: Any) -> None:
+    """Remembers the password (or user information) of `url`, so that it is masked
+    wherever it appears, also outside a URL."""
     if isinstance(url, str) and "://" in url:
-        remember(url_secrets(url))
+        authority = url.partition("://")[2].partition("/")[0]
+        if "@" in authority:
+            remember(url_secrets(url.partition("?")[0]))
 
 
 def redact(text: Any) -> Any:
@@ -233,3 +240,32 @@ def guard_logging() -> None:
             logger = manager.loggerDict[name]
             if isinstance(logger, logging.Logger) and _FILTER not in logger.filters:
                 logger.addFilter(_FILTER)
+
+
+# ----------------------------------------------------------------------------- output
+class _Redacting:
+    """A text stream whose writes are redacted (the command line's stdout and stderr)."""
+
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        self._stream.write(redact(text))
+        return len(text)
+
+    def __getattr__(self, name: str) -> Any:  # flush, isatty, fileno, encoding...
+        return getattr(self._stream, name)
+
+
+@contextlib.contextmanager
+def redacted_output(argv: Iterable[Any] = ()) -> Iterator[None]:
+    """Within it, what is printed to sys.stdout and sys.stderr is redacted; the secrets
+    of the URLs in `argv` (a command line) are known first."""
+    for arg in argv:
+        remember_url(arg)
+    out, err = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = _Redacting(out), _Redacting(err)
+    try:
+        yield
+    finally:
+        sys.stdout, sys.stderr = out, err

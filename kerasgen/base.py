@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from keras.utils import PyDataset
 
-from kerasgen import _checks, _hooks, _keras_compat
+from kerasgen import _checks, _hooks, _keras_compat, _redact
 from kerasgen.pipeline import feeding as _feeding
 from kerasgen.pipeline import making as _making
 from kerasgen.pipeline import malloc as _malloc
@@ -43,6 +43,7 @@ if TYPE_CHECKING:
     import tensorflow as tf
 
 AUTO = "auto"
+_REDACTED = ("__init__", "validate")  # a subclass's own, wrapped by __init_subclass__
 _NOT_SET = object()  # no `self.labels` assigned by a subclass
 
 
@@ -136,6 +137,16 @@ class Generator(PyDataset, _hooks.Hooks):
     # loading is kerasgen's own, use 2
     ahead_threads = 1
 
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """Every generator class's constructor and `validate` (kerasgen's and a user's
+        subclass's) raise with secrets redacted (`_redact.errors`): a URL's password or
+        token, a storage option's key, never reach an error message."""
+        super().__init_subclass__(**kwargs)
+        for name in _REDACTED:
+            if name in cls.__dict__:
+                setattr(cls, name, _redact.errors(cls.__dict__[name]))
+
+    @_redact.errors
     def __init__(self, num_samples: int | None = None,
                  labels: npt.ArrayLike | Mapping[str, npt.ArrayLike] | None = None, *,
                  source: sources_mod.Source | None = None, batch_size: int = 32,
@@ -476,6 +487,7 @@ class Generator(PyDataset, _hooks.Hooks):
             if hasattr(error, "add_note"):
                 error.add_note(f"kerasgen: while loading batch {index} of epoch "
                                f"{self.epoch} of {self!r}")
+            _redact.redact_error(error)  # here, not by a wrapper: no frame of its own
             if getattr(error, "kerasgen_bad_file", None):  # the data's fault, not the
                 raise error.with_traceback(None) from None  # code's: no kerasgen frames
             raise
@@ -483,6 +495,7 @@ class Generator(PyDataset, _hooks.Hooks):
             self._stats.served(self.epoch, index, batching.batch_len(batch))
         return batch
 
+    @_redact.errors
     def make_batch(self, index: int) -> Any:
         """Batch `index` of the current epoch, made here and now (no work-ahead, no
         worker): what `gen[index]` returns, the same bytes."""

@@ -18,6 +18,7 @@ import sys
 import traceback
 import warnings
 
+from kerasgen import _redact
 from kerasgen._quiet import drop_tensorflow_lines, tensorflow_quiet  # noqa: F401
 
 
@@ -476,7 +477,12 @@ def main(argv: list[str] | None = None) -> int:
     imports it."""
     if "tensorflow" not in sys.modules:
         os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-    args = build_parser().parse_args(argv)
+    # every line printed, argparse's errors and --debug's traceback included, redacted
+    with _redact.redacted_output(sys.argv[1:] if argv is None else argv):
+        return _run(build_parser().parse_args(argv))
+
+
+def _run(args: argparse.Namespace) -> int:
     with warnings.catch_warnings():
         if not args.debug:  # --debug leaves Python's warnings as they are
             warnings.showwarning = lambda message, *rest, **kw: print(
@@ -492,7 +498,6 @@ def main(argv: list[str] | None = None) -> int:
             print(f"kerasgen {args.command}: {_message(error, args.command, args.debug)}",
                   file=sys.stderr)
             return 2
-
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -248,12 +248,14 @@ class _ImageFileGenerator(Generator):
 
     @property
     def skipped(self) -> list[str]:
-        """Every file skipped so far (missing rows, undecodable files)."""
-        return self.loader.skipped
+        """Every file skipped so far (missing rows, undecodable files); a URL's password
+        and query values masked (`gen.file_paths` holds the URLs as given)."""
+        return _redact.redact_all(self.loader.skipped)
 
     def validate(self) -> list[str]:
-        """Decodes every file once (in parallel, with progress); returns the bad paths."""
-        return self.source.validate()
+        """Decodes every file once (in parallel, with progress); returns the bad paths
+        (URLs with their secrets masked, as in `skipped`)."""
+        return _redact.redact_all(self.source.validate())
 
 
 def image_source(paths: list[str], labels: Any, class_names: Any, common: dict[str, Any],

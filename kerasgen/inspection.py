@@ -6,6 +6,7 @@ import collections
 import glob
 import os
 import reprlib
+import urllib.parse
 import warnings
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
@@ -27,7 +28,8 @@ def _probe(path, max_pixels):
     so truncated files are found too, unless its header declares more than
     `max_pixels` pixels (the generators would refuse it). Every error of reading or
     decoding is the file's error, never an exception."""
-    fmt = os.path.splitext(path)[1].lower().lstrip(".")
+    name = urllib.parse.urlsplit(path).path if "://" in path else path  # no ?query
+    fmt = os.path.splitext(name)[1].lower().lstrip(".")
     fmt = "jpeg" if fmt == "jpg" else ("tiff" if fmt == "tif" else fmt)
     try:
         data = images.read_file(path)
