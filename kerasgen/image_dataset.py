@@ -16,7 +16,7 @@ from typing import Any, Literal, overload
 
 import numpy as np
 
-from kerasgen import _checks
+from kerasgen import _checks, _redact
 from kerasgen._typing import (ColorMode, DatasetFormat, FolderLabels, ImageSize,
                               Interpolation, StrPath, Subset)
 from kerasgen.generators import ImageFolderGenerator
@@ -99,6 +99,7 @@ def image_dataset_from_directory(
 ) -> Any: ...  # a tf.data.Dataset or grain.IterDataset (a pair of them for "both")
 
 
+@_redact.errors
 def image_dataset_from_directory(
     directory: StrPath,
     labels: FolderLabels = "inferred",

@@ -209,3 +209,11 @@ def test_redacted_errors_keep_their_type_and_attributes():
         _redact.redact_error(raised)
         assert raised.errno == 2 and raised.filename == "https://***@h/x"
         _no_secret(_everything(raised))
+
+
+def test_keras_function_names_a_folder_without_its_password(served):
+    server, _ = served
+    with pytest.raises(FileNotFoundError) as caught:
+        kg.image_dataset_from_directory(_secret_url(server, "nowhere"), image_size=(8, 8))
+    assert "nowhere" in str(caught.value)
+    _no_secret(_everything(caught.value))
