@@ -5,9 +5,13 @@ its page, and the version lives in one place that the CHANGELOG's release agrees
 import os
 import pathlib
 import re
+import shutil
 import subprocess
 import sys
 import types
+import urllib.parse
+
+import pytest
 
 import kerasgen as kg
 
@@ -56,8 +60,10 @@ def test_every_api_page_is_in_the_navigation():
         assert str(page.relative_to(ROOT / "docs")) in nav, f"{page} is not in mkdocs.yml's nav"
 
 
-def test_the_site_builds_strictly_and_renders_every_public_name(tmp_path):
-    site = tmp_path / "site"
+@pytest.fixture(scope="module")
+def site(tmp_path_factory):
+    """The site, built once with `mkdocs build --strict` (as `make docs` builds it)."""
+    site = tmp_path_factory.mktemp("docs") / "site"
     env = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}
     result = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict",
                              "--site-dir", str(site)], cwd=ROOT, env=env,
@@ -65,13 +71,69 @@ def test_the_site_builds_strictly_and_renders_every_public_name(tmp_path):
     log = result.stdout + result.stderr
     assert result.returncode == 0, log
     assert "WARNING" not in log, log
+    return site
+
+
+def test_the_site_builds_strictly_and_renders_every_public_name(site):
     for identifier, page in documented().items():
-        html = (site / "api" / page.stem / "index.html").read_text(encoding="utf-8")
+        html = (site / "api" / f"{page.stem}.html").read_text(encoding="utf-8")
         assert f'id="{identifier}"' in html, f"{identifier} did not render on {page.name}"
     home = (site / "index.html").read_text(encoding="utf-8")
     assert "30-second example" in home and "--8&lt;--" not in home  # README's part, included
-    changelog = (site / "changelog" / "index.html").read_text(encoding="utf-8")
+    changelog = (site / "changelog.html").read_text(encoding="utf-8")
     assert f"[{kg.__version__}]" in changelog
+
+
+NAV_LINK = re.compile(r'<a href="([^"#]+)"[^>]*class="md-nav__link')
+
+
+def test_every_navigation_link_leads_to_a_page_file_not_a_folder(site):
+    """Opened from the disk (site/index.html), a link to a folder shows a file listing:
+    every link of every page's navigation names an .html file that exists."""
+    pages = sorted(p for p in site.rglob("*.html") if p.name != "404.html")  # served only
+    assert len(pages) >= 30
+    for page in pages:
+        for href in NAV_LINK.findall(page.read_text(encoding="utf-8")):
+            target = (page.parent / href).resolve()
+            assert href.endswith(".html") and target.is_file(), (page, href)
+
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+def _dump_dom(url, profile):
+    """The page at `url` as headless Chromium renders it (its DOM after scripts ran)."""
+    result = subprocess.run(
+        [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
+         "--no-first-run", "--disable-background-networking", "--disable-component-update",
+         "--disable-sync", f"--user-data-dir={profile}", "--dump-dom", url],
+        capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    return result.stdout
+
+
+def test_a_navigation_link_followed_in_headless_chromium_opens_its_page(site, tmp_path):
+    """The README's way: open site/index.html from the disk in a browser, follow the
+    navigation's "Quick start" link; the page opens (not a folder's file listing).
+    .ci/run installs Debian's chromium and sets KERASGEN_REQUIRE_BROWSER=1, so there a
+    missing browser fails; elsewhere this test is skipped saying how to get one."""
+    if CHROMIUM is None:
+        message = ("Debian's chromium is needed to follow the site's links in a real "
+                   "browser: apt-get install chromium")
+        if os.environ.get("KERASGEN_REQUIRE_BROWSER"):
+            pytest.fail(message)
+        pytest.skip(message)
+    home = _dump_dom((site / "index.html").as_uri(), tmp_path / "profile")
+    assert "<title>kerasgen</title>" in home
+    links = dict((text.strip(), href) for href, text in re.findall(
+        r'<a href="([^"#]+)"[^>]*class="md-nav__link[^"]*"[^>]*>\s*<span class="md-ellipsis">'
+        r"\s*([^<]+?)\s*</span>", home))
+    href = links["Quick start"]
+    page = _dump_dom(urllib.parse.urljoin((site / "index.html").as_uri(), href),
+                     tmp_path / "profile")
+    assert "Index of" not in page and "addRow(" not in page  # Chromium's folder listing
+    assert re.search(r"<title>Quick start - kerasgen</title>", page), page[:500]
+    assert 'class="md-content"' in page and "<h1" in page and "pip install" in page
 
 
 def test_the_version_is_in_one_place_and_the_changelog_releases_it():
