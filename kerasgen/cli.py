@@ -101,8 +101,12 @@ def _inspect(args):
     found = " and ".join(inspection.plural(n, f"{what} file") for n, what in
                          ((len(report["corrupt"]) - missing, "corrupt"), (missing, "missing"))
                          if n)
+    ways = [way for n, way in (
+        (len(report["corrupt"]) - missing, "on_error='skip' leaves corrupt files out"),
+        (missing, "on_missing='skip' (CSVGenerator) leaves rows naming a missing file out"))
+        if n]
     print(f"kerasgen inspect: found {found} (listed above), which the generators refuse "
-          "(on_error='skip' leaves such files out, with a warning)", file=sys.stderr)
+          f"({'; '.join(ways)}, with a warning)", file=sys.stderr)
     return 1
 
 
@@ -145,12 +149,13 @@ def _bench_generator(args, kind):
     common = dict(image_size=args.image_size, batch_size=args.batch_size,
                   workers=args.workers, use_multiprocessing=args.processes,
                   cache=None if args.cache == "none" else args.cache, dtype=args.dtype,
-                  decode_threads=args.decode_threads,
+                  decode_threads=args.decode_threads, on_error=args.on_error,
                   stats=True, label_mode=None, max_pixels=args.max_pixels,
                   shuffle=False, verbose=0, rescale=1 / 255 if args.dtype != "uint8" else None)
     if kind == "folder":
         return ImageFolderGenerator(args.source, **common)
-    return CSVGenerator(args.source, x_col=args.x_col, directory=args.directory, **common)
+    return CSVGenerator(args.source, x_col=args.x_col, directory=args.directory,
+                        on_missing=args.on_missing, **common)
 
 
 def _stage_text(row):
@@ -196,12 +201,12 @@ def _advice(rows, facts):
                     "rate" + ("" if on_disk else
                               "; --cache FILE keeps them on disk for the next run"))
     elif facts["cache"] != "none" and facts["capacity"] < facts["images"]:
-        tips.append(f"cache='auto' holds {facts['capacity']} of {facts['images']} images "
+        tips.append(f"--cache auto holds {facts['capacity']} of {facts['images']} images "
                     "(its RAM budget): --cache FILE keeps them all on disk, --cache "
                     "memory in RAM")
     elif facts["cache"] == "none" and _decode_share(first) >= 0.5:
         tips.append(f"decoding is {_decode_share(first):.0%} of the time making batches, "
-                    "every epoch: cache='auto' (the default) or --cache FILE lets epochs "
+                    "every epoch: --cache auto (the default) or --cache FILE lets epochs "
                     "after the first skip it")
     elif facts["cache"] != "none" and len(rows) == 1:
         tips.append("--epochs 2 shows the cache at work")
@@ -370,7 +375,7 @@ def _add_preview(commands, defaults):
                          help="picture to write, its format from its extension (.png, "
                               ".pdf, .svg, .jpg...); a folder or a special file is refused")
     preview.add_argument("-n", type=_positive, default=16, help="number of samples")
-    preview.add_argument("--image-size", type=_image_size, default=(128, 128),
+    preview.add_argument("--image-size", type=_image_size, default="128x128",
                          help=IMAGE_SIZE_HELP)
     preview.add_argument("--seed", type=_non_negative, default=0,
                          help="seed of the order and draws")
@@ -408,7 +413,7 @@ def _add_bench(commands, defaults):
         "bench", help="images/s and where the time goes, to tune workers and cache",
         formatter_class=defaults)
     bench.add_argument("source", help="image folder or CSV file")
-    bench.add_argument("--image-size", type=_image_size, default=(224, 224),
+    bench.add_argument("--image-size", type=_image_size, default="224x224",
                        help=IMAGE_SIZE_HELP)
     bench.add_argument("--batch-size", type=_positive, default=32, help="samples per batch")
     bench.add_argument("--workers", type=_non_negative, default=1,
@@ -423,8 +428,14 @@ def _add_bench(commands, defaults):
                        help="the batches' dtype (uint8: a quarter of the bytes)")
     bench.add_argument("--epochs", type=_positive, default=2,
                        help="passes (two or more show the cache at work)")
+    bench.add_argument("--on-error", default="raise", choices=["raise", "skip"],
+                       help="a file that does not decode: an error, or skipped with a "
+                            "warning (the generators' on_error)")
     bench.add_argument("--x-col", default="filename", help="CSV column of image paths")
     bench.add_argument("--directory", default=None, help="folder CSV paths are relative to")
+    bench.add_argument("--on-missing", default="raise", choices=["raise", "skip"],
+                       help="a CSV row naming a missing file: an error, or left out with "
+                            "a warning (CSVGenerator's on_missing)")
     bench.add_argument("--max-pixels", type=_max_pixels, default=89_478_485,
                        help=MAX_PIXELS_HELP)
     bench.add_argument("--json", action="store_true", help="print JSON, for scripts")
@@ -463,8 +474,12 @@ def _message(error: BaseException, command: str, debug: bool = False) -> str:
             text += " (--debug shows the traceback)"
     if command == "inspect" and "pass label_mode=None" in text:
         text += " On the command line: --label-mode none."
-    if command == "bench" and text.startswith("Cannot decode"):
-        text += " `kerasgen inspect` lists every file that does not decode."
+    if command == "bench":  # the generators' options, as bench's flags name them
+        text = re.sub(r"(?:pass )?on_(error|missing)='(skip|raise)'",
+                      lambda m: f"--on-{m.group(1)} {m.group(2)}", text)
+        if text.startswith("Cannot decode") and "--on-error" not in text:
+            text += (" `kerasgen inspect` lists every file that does not decode; "
+                     "--on-error skip leaves such files out.")
     return text
 
 

@@ -35,7 +35,7 @@ def test_version_and_help_with_every_default():
     version = run("--version")
     assert version.returncode == 0 and version.stdout.strip() == f"kerasgen {kg.__version__}"
     bench = run("bench", "--help").stdout
-    for shown in ("(default: (224, 224))", "(default: 32)", "(default: auto)",
+    for shown in ("(default: 224x224)", "(default: 32)", "(default: auto)",
                   "(default: float32)", "(default: 2)", "(default: 89478485)"):
         assert shown in " ".join(bench.split()), (shown, bench)
     assert "(default: preview.png)" in " ".join(run("preview", "--help").stdout.split())
