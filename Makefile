@@ -10,12 +10,17 @@ export TF_CPP_MIN_LOG_LEVEL ?= 2
 install: $(STAMP)
 
 # Python 3.11 or newer (setup.py's python_requires), checked before anything is installed
+# KerasHub (tests/test_kerashub.py) with --no-deps: its declared dependencies pull the
+# full TensorFlow and tensorflow-text; it imports tokenizers and regex besides what the
+# test extras hold
 $(STAMP): setup.py pyproject.toml
 	@$(PYTHON) -c "$$PYTHON_CHECK"
 	@echo "Installing kerasgen (editable) and its test extras into $(VENV)/: a few minutes the first time."
 	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/python -m pip install --quiet --upgrade pip
 	$(VENV)/bin/python -m pip install --progress-bar off -e ".[test]"
+	$(VENV)/bin/python -m pip install --progress-bar off --no-deps "keras-hub==0.32.*" \
+		"tokenizers>=0.20,<1" "regex>=2022"
 	touch $(STAMP)
 	@echo "Installed. To use its python and the kerasgen command: source $(VENV)/bin/activate"
 
