@@ -5,9 +5,10 @@ exactly the generator's boxes and labels.
 
 KerasHub's models (every `keras_hub.models.Task`: detectors, classifiers...) take a
 tf.data.Dataset, a grain dataset or arrays, never a PyDataset: keras-hub 0.32's
-`PipelineModel.fit` converts any other `x` with `np.array(x)`, which iterates the
-generator's (x, y) batches into one array and fails ("inhomogeneous shape"). So the
-generator goes in as `gen.to_tf_dataset()`, with the steps of one epoch.
+`PipelineModel.fit` converts any other `x` with `np.array(x)` (tf.data's
+`from_tensor_slices` without grain), which iterates the generator's (x, y) batches into
+one array and fails ("inhomogeneous shape"). So the generator goes in as
+`gen.to_tf_dataset()`, with the steps of one epoch.
 
 keras-hub is part of the test install (the Makefile installs it with --no-deps, as its
 declared dependencies pull the full TensorFlow and tensorflow-text): a missing one is a
@@ -141,14 +142,15 @@ def test_a_retinanet_trains_evaluates_and_predicts_on_the_generators_batches(sha
 
 
 def test_keras_hub_models_take_no_pydataset_so_the_generator_goes_in_as_tf_data(shapes):
-    """Pins what docs/targets.md says: keras-hub 0.32 converts a PyDataset with np.array.
-    If this starts to fail, keras-hub takes generators: document `detector.fit(gen)`."""
+    """Pins what docs/targets.md says: keras-hub 0.32 reads a PyDataset as arrays (with
+    np.array; with tf.data's from_tensor_slices where grain is missing). If this starts to
+    fail, keras-hub takes generators: document `detector.fit(gen)`."""
     keras_hub = import_keras_hub()
     detector = tiny_retinanet(keras_hub, 2)
     detector.compile(optimizer="adam")
     gen = kg.DetectionGenerator(shapes, image_size=(48, 48), batch_size=4,
                                 bounding_box_format=detector.bounding_box_format)
-    with pytest.raises(ValueError, match="inhomogeneous shape"):
+    with pytest.raises(ValueError, match="inhomogeneous shape|non-rectangular"):
         detector.fit(gen, epochs=1, verbose=0)
 
 
