@@ -1,7 +1,10 @@
-# Quick start: `make demo` and `make test` each create .venv when missing and install.
+# Quick start: `make demo` and `make test` each create .venv when missing and install
+# what they run: the demo kerasgen with TensorFlow and scikit-learn (`.[demo]`), the tests
+# everything the suite uses (`.[test]`, a superset).
 PYTHON ?= python3
 VENV := .venv
 STAMP := $(VENV)/.kerasgen-installed
+DEMO_STAMP := $(VENV)/.kerasgen-demo
 export KERAS_BACKEND ?= tensorflow
 export TF_CPP_MIN_LOG_LEVEL ?= 2
 
@@ -9,19 +12,31 @@ export TF_CPP_MIN_LOG_LEVEL ?= 2
 
 install: $(STAMP)
 
-# Python 3.11 or newer (setup.py's python_requires), checked before anything is installed
+# the venv, after Python 3.11 or newer (setup.py's python_requires) is checked
+$(VENV)/bin/python:
+	@$(PYTHON) -c "$$PYTHON_CHECK"
+	$(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/python -m pip install --quiet --upgrade pip
+
+# `make demo`: kerasgen (editable) and what examples/quickstart.py imports
+$(DEMO_STAMP): setup.py pyproject.toml | $(VENV)/bin/python
+	@$(PYTHON) -c "$$PYTHON_CHECK"
+	@echo "Installing kerasgen (editable) with TensorFlow and scikit-learn into $(VENV)/: a minute or two the first time."
+	$(VENV)/bin/python -m pip install --progress-bar off -e ".[demo]"
+	touch $(DEMO_STAMP)
+	@echo "Installed. To use its python and the kerasgen command: source $(VENV)/bin/activate"
+
+# `make test` (and `make install`): the test extras, a superset of the demo's.
 # KerasHub (tests/test_kerashub.py) with --no-deps: its declared dependencies pull the
 # full TensorFlow and tensorflow-text; it imports tokenizers and regex besides what the
 # test extras hold
-$(STAMP): setup.py pyproject.toml
+$(STAMP): setup.py pyproject.toml Makefile | $(VENV)/bin/python
 	@$(PYTHON) -c "$$PYTHON_CHECK"
 	@echo "Installing kerasgen (editable) and its test extras into $(VENV)/: a few minutes the first time."
-	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
-	$(VENV)/bin/python -m pip install --quiet --upgrade pip
 	$(VENV)/bin/python -m pip install --progress-bar off -e ".[test]"
 	$(VENV)/bin/python -m pip install --progress-bar off --no-deps "keras-hub==0.32.*" \
 		"tokenizers>=0.20,<1" "regex>=2022"
-	touch $(STAMP)
+	touch $(STAMP) $(DEMO_STAMP)
 	@echo "Installed. To use its python and the kerasgen command: source $(VENV)/bin/activate"
 
 define PYTHON_CHECK
@@ -32,7 +47,7 @@ if sys.version_info < (3, 11):
 endef
 export PYTHON_CHECK
 
-demo: $(STAMP)
+demo: $(DEMO_STAMP)
 	$(VENV)/bin/python examples/quickstart.py
 
 test: $(STAMP)
