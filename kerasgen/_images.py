@@ -13,6 +13,7 @@ import numpy as np
 from kerasgen import _checks, _jpeg
 from kerasgen._checks import file_kind
 from kerasgen import _redact
+from kerasgen.sources import _paths
 
 # Pillow's decompression-bomb limit (PIL.Image.MAX_IMAGE_PIXELS: a 24-bit 1 GiB image):
 # the default `max_pixels` of the image generators.
@@ -214,44 +215,39 @@ def decode(path, color_mode="rgb", target_size=None, max_pixels=MAX_PIXELS, root
                         f"image file {path}", max_pixels)
 
 
-def read_file(path, root=None, what="image file"):
+def read_file(path, root=None, what="image file", max_bytes=None):
     """The bytes of the regular file `path`, as uint8; errors name the file.
 
     The file is opened without blocking and must be a regular file: a FIFO, socket or
     device named like an image is refused, not read (reading a FIFO would wait forever).
-    `root`: a real folder path, or None. When given, the file's real path must lie in it
-    at the moment it is opened, so that a file replaced by a symbolic link leading out of
-    `root` after the generator listed it is refused (ValueError), not read.
+    `root`: None, a real folder path (`directory`), a `sources._paths.Root` or several:
+    when given, the file's real path must lie in one of them at the moment it is opened
+    (`_paths.opened`), so that a file replaced by a symbolic link leading out after the
+    generator listed it is refused (ValueError), not read; the last component is opened
+    without following a link. `max_bytes`: read at most that many (a header).
     """
     target = path
     flags = (os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
              | getattr(os, "O_BINARY", 0))
-    if root is not None:
-        target = os.path.realpath(path)
-        if not is_inside(target, root):
-            raise ValueError(
-                f"Cannot read {what} {path}: it now leads to {target}, outside `directory` "
-                f"({root}) (a symbolic link replaced it, or a folder on its way, after the "
-                "generator was built). Nothing outside `directory` is read unless "
-                "allow_outside=True."
-            )
+    within = _paths.roots(root)
+    if within:
+        target = _paths.opened(path, within, what)
         flags |= getattr(os, "O_NOFOLLOW", 0)  # and it must not become a link meanwhile
     try:
         fd = os.open(target, flags)
     except FileNotFoundError:
         raise FileNotFoundError(f"{what.capitalize()} not found: {path}") from None
     except OSError as error:
-        if root is not None and error.errno == errno.ELOOP:
-            raise ValueError(f"Cannot read {what} {path}: it became a symbolic link as it "
-                             "was opened; nothing outside `directory` is read unless "
-                             "allow_outside=True.") from None
+        if within and error.errno == errno.ELOOP:
+            raise _paths.became_link(path, within, what) from None
         raise ValueError(f"Cannot read {what} {path}: {error}") from error
     try:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
             raise ValueError(f"Cannot read {what} {path}: it is {file_kind(info.st_mode)}, "
                              "not a regular file; only regular files are read as images.")
-        data = np.empty(info.st_size, dtype=np.uint8)
+        size = info.st_size if max_bytes is None else min(info.st_size, max_bytes)
+        data = np.empty(size, dtype=np.uint8)
         # numpy's stubs give an array the buffer protocol only from Python 3.12
         view, got = memoryview(data), 0  # type: ignore[arg-type]
         with io.FileIO(fd, "rb", closefd=False) as f:
@@ -269,10 +265,7 @@ def read_file(path, root=None, what="image file"):
 
 def is_inside(real, root):
     """Whether the real path `real` is the real folder `root` or lies under it."""
-    try:
-        return os.path.commonpath([real, root]) == root
-    except ValueError:  # different drives
-        return False
+    return _paths.inside(real, root)
 
 
 def header_size(data):

@@ -16,7 +16,7 @@ import numpy.typing as npt
 from kerasgen.pipeline import batching
 from kerasgen import _checks
 from kerasgen.pipeline import feeding as _feeding
-from kerasgen.sources import _remote
+from kerasgen.sources import _paths, _remote
 from kerasgen import _images as images
 from kerasgen.sources import _listing as listing
 from kerasgen.sources import _core as sources
@@ -311,14 +311,15 @@ def _check_pairing(target_dir: Any, target_image_size: Any, target_color_mode: A
 def paired_source(paths: list[str], targets: list[str], common: dict[str, Any],
                   pairing: tuple[tuple[int, int], str], *, rescale: float | None,
                   files_found: int | None, listing_s: float, describe: Any = None,
-                  **loading: Any) -> PairedSource:
+                  target_root: Any = None, **loading: Any) -> PairedSource:
     """The PairedSource of images `paths` and their target images `targets`: two
-    ImageLoaders made from `loading`, the targets' at `pairing`'s size and colour mode."""
+    ImageLoaders made from `loading`, the targets' at `pairing`'s size and colour mode,
+    each target read only inside `target_root` (see `images.read_file`)."""
     processes = _processes(common)
     loader = loader_mod.ImageLoader(paths, processes=processes, **loading)
     size, mode = pairing
     target_loader = loader_mod.ImageLoader(targets, processes=processes, **dict(
-        loading, image_size=size, color_mode=mode, mask_paths=None))
+        loading, image_size=size, color_mode=mode, mask_paths=None, root=target_root))
     return PairedSource(loader, target_loader, rescale=rescale, describe=describe,
                         files_found=files_found, listing_s=listing_s)
 
@@ -484,9 +485,10 @@ class ImageFolderGenerator(_ImageFileGenerator, IteratorNames):
                                               store=store)
             paths, class_ids, names = found.paths, None, class_names
             masks = None if mask_dir is None else listing.paired_masks(
-                paths, directory, mask_dir, store)
+                paths, directory, mask_dir, store, follow_links=follow_links)
             targets = None if target_dir is None else listing.paired_masks(
-                paths, directory, target_dir, store, "target image", "target_dir")
+                paths, directory, target_dir, store, "target image", "target_dir",
+                follow_links)
         elif labels is None or given is not None or label_mode == "input":
             # Keras: every image, in its order (an autoencoder's too: its own target)
             found = listing.list_image_folder(directory, flat=True,
@@ -528,11 +530,14 @@ class ImageFolderGenerator(_ImageFileGenerator, IteratorNames):
             cache=cache, on_error=on_error, decode_threads=decode_threads, decoder=decoder,
             verbose=verbose, skipped=found.skipped, mask_paths=masks, aspect=aspect,
             max_pixels=max_pixels, store=store,
+            root=None if follow_links else _folder_roots(directory, mask_dir),
             bit_depth=images.check_bit_depth(bit_depth, common.get("dtype")))
         if targets is not None:
             source: ImageSource = paired_source(
                 paths, targets, common, pairing, rescale=rescale, files_found=files_found,
-                listing_s=time.perf_counter() - listing_started, **loading)
+                listing_s=time.perf_counter() - listing_started,
+                target_root=None if follow_links else _folder_roots(None, target_dir),
+                **loading)
         else:
             source = image_source(
                 paths, class_ids if values is None else values, names, common,
@@ -562,6 +567,15 @@ class ImageFolderGenerator(_ImageFileGenerator, IteratorNames):
 
 
 _TRAINING_ONLY = ("augment", "batch_augment", "sampler", "drop_remainder")
+
+
+def _folder_roots(directory, paired_dir):
+    """The folders a folder generator's files are read from when it follows no link
+    out (`directory`, and `mask_dir` or `target_dir`), each checked again as a file is
+    opened; URLs are read through the store, not checked here."""
+    argument = "`target_dir`" if directory is None else "`mask_dir`"
+    return tuple(_paths.Root.of(folder, label, "follow_links=True") for folder, label in (
+        (directory, "`directory`"), (paired_dir, argument)) if folder is not None)
 
 
 def _check_common(gen, common):
@@ -760,9 +774,8 @@ class CSVGenerator(_ImageFileGenerator, IteratorNames):
         self.table = table
         self.directory = directory
         self.validation_split, self.subset = validation_split, subset
-        root = (os.path.realpath(directory) if directory is not None and not allow_outside
-                and not _remote.is_url(os.fspath(directory))
-                else None)  # checked again as each file is opened
+        root = (_paths.Root.of(directory) if directory is not None and not allow_outside
+                else None)  # checked again as each file (mask, target) is opened
         loading = dict(
             image_size=image_size, color_mode=color_mode, interpolation=interpolation,
             cache=cache, on_error=on_error, decode_threads=decode_threads, decoder=decoder,
@@ -772,7 +785,8 @@ class CSVGenerator(_ImageFileGenerator, IteratorNames):
         if target_col is not None:
             source: ImageSource = paired_source(
                 paths, masks, common, pairing, rescale=rescale, files_found=None,
-                listing_s=listing_s, describe=_ListedFile(paths, table), **loading)
+                listing_s=listing_s, describe=_ListedFile(paths, table), target_root=root,
+                **loading)
         else:
             source = image_source(paths, labels, names, common, rescale=rescale,
                                   describe=_ListedFile(paths, table), listing_s=listing_s,

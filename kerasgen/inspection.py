@@ -18,21 +18,23 @@ from kerasgen import _checks
 from kerasgen import _images as images
 from kerasgen import _labels as labels_mod
 from kerasgen.sources import _listing as listing
+from kerasgen.sources import _paths
 from kerasgen._progress import progress
 from kerasgen._typing import LabelMode, StrPath
 from kerasgen import _redact
 
 
-def _probe(path, max_pixels):
+def _probe(path, max_pixels, root=None):
     """(height, width, channels, format, error) of one image file; decodes it fully,
     so truncated files are found too, unless its header declares more than
-    `max_pixels` pixels (the generators would refuse it). Every error of reading or
-    decoding is the file's error, never an exception."""
+    `max_pixels` pixels (the generators would refuse it), or it now leads out of `root`
+    (see `images.read_file`). Every error of reading or decoding is the file's error,
+    never an exception."""
     name = urllib.parse.urlsplit(path).path if "://" in path else path  # no ?query
     fmt = os.path.splitext(name)[1].lower().lstrip(".")
     fmt = "jpeg" if fmt == "jpg" else ("tiff" if fmt == "tif" else fmt)
     try:
-        data = images.read_file(path)
+        data = images.read_file(path, root)
         if data.size == 0:
             raise ValueError("the file is empty (0 bytes)")
         size = None if max_pixels is None else images.header_size(data)
@@ -171,15 +173,16 @@ def _label_errors(cells, label_mode, label_delimiter, y_col, describe):
 
 
 def _files_and_labels(source, x_col, y_col, directory, label_mode, label_delimiter,
-                      encoding):
+                      encoding, allow_outside=False):
     """(paths, labels per path or None, every class name of a folder or None, warnings,
     label errors) from a folder or a CSV file. With label_mode="multi_label" each CSV
-    path has a list of labels; a missing label is left out of the labels."""
+    path has a list of labels; a missing label is left out of the labels. A CSV row
+    whose path leaves `directory` is CSVGenerator's error (unless `allow_outside`)."""
     if check_source(source) == "folder":
         return _folder_files(os.fspath(source), label_mode) + ([],)
     table = listing.Table.read(source, encoding)
     table.column(x_col, "x_col")
-    paths = listing.resolve_paths(table.columns[x_col], table, directory, True,
+    paths = listing.resolve_paths(table.columns[x_col], table, directory, allow_outside,
                                   table.describe)
     if label_mode is None or y_col is None:
         return paths, None, None, [], []
@@ -220,7 +223,7 @@ def inspect(source: StrPath, x_col: str = "filename", y_col: str | None = "label
             directory: StrPath | None = None, verbose: int = 1, threads: int | None = None,
             label_mode: LabelMode | None = "int", label_delimiter: str | None = "|",
             encoding: str = "utf-8", max_pixels: int | None = images.MAX_PIXELS,
-            ) -> dict[str, Any]:
+            allow_outside: bool = False) -> dict[str, Any]:
     """Summarises an image folder (one subfolder per class) or a CSV list.
 
     Returns a dict: number of files, class counts, imbalance ratio (largest / smallest
@@ -246,19 +249,25 @@ def inspect(source: StrPath, x_col: str = "filename", y_col: str | None = "label
     `label_delimiter` (a row holds several); any other class mode counts each cell as one
     class, and warns when cells hold the delimiter (a forgotten "multi_label"); None
     ignores the labels. A `y_col` (unless label_mode is None) or `x_col` the CSV lacks is
-    CSVGenerator's ValueError. `encoding` is the CSV file's text encoding.
+    CSVGenerator's ValueError. `encoding` is the CSV file's text encoding. With
+    `directory`, a row whose path leaves it ('..', an absolute path, a symbolic link) is
+    CSVGenerator's ValueError naming the row, and each file is read only inside it,
+    unless `allow_outside=True`, as for CSVGenerator.
     """
     _checks.one_of("label_mode", label_mode, labels_mod.LABEL_MODES)
     max_pixels = images.check_max_pixels(max_pixels)
     labels_mod.check_delimiter(label_delimiter)
     paths, labels, class_names, found, label_errors = _files_and_labels(
-        source, x_col, y_col, directory, label_mode, label_delimiter, encoding)
+        source, x_col, y_col, directory, label_mode, label_delimiter, encoding,
+        allow_outside)
+    root = (None if directory is None or allow_outside or check_source(source) == "folder"
+            else _paths.Root.of(directory))  # checked again as each file is read
     for message in found:
         _redact.warn(message, stacklevel=2)
     if labels is not None and label_mode == "multi_label":
         labels = [label for row in labels for label in row]
     with ThreadPoolExecutor(threads or os.cpu_count() or 1) as pool:
-        probes = list(progress(pool.map(lambda p: _probe(p, max_pixels), paths),
+        probes = list(progress(pool.map(lambda p: _probe(p, max_pixels, root), paths),
                                "Inspecting images", len(paths), verbose))
     good = [p for p in probes if p[4] is None]
     heights = np.array([p[0] for p in good]) if good else np.zeros(0)

@@ -599,7 +599,7 @@ LAYERS = [
     ("foundations", {"_checks", "_redact", "_typing", "_seeding", "_atomic", "_progress",
                      "_stats", "_quiet", "pipeline", "pipeline.malloc", "pipeline.shm",
                      "pipeline.batching"}),
-    ("storage", {"sources._remote_cache", "sources._remote"}),
+    ("storage", {"sources._remote_cache", "sources._remote", "sources._paths"}),
     ("source", {"_images", "_jpeg", "_labels", "sources", "sources._core",
                 "sources._listing", "sources._boxes", "sources._annotations"}),
     ("order and sampler", {"samplers", "samplers._resample_arrays", "samplers._plan",

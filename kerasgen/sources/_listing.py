@@ -6,17 +6,18 @@ import csv
 import glob
 import io
 import os
-import posixpath
-import urllib.parse
 from typing import Any, NamedTuple
 
 import numpy as np
 
 from kerasgen import _checks
-from kerasgen.sources import _remote
+from kerasgen.sources import _paths, _remote
 from kerasgen import _seeding as seeding
-from kerasgen._images import IMAGE_EXTENSIONS, file_kind, is_image_file, is_inside
+from kerasgen._images import IMAGE_EXTENSIONS, file_kind, is_image_file
 from kerasgen import _redact
+
+join_url = _paths.join_url  # where the URL joins lived (tests and callers import them here)
+_url_inside = _paths.url_inside
 
 
 class _Walk:
@@ -33,7 +34,8 @@ class _Walk:
     file, and a class folder that is a link, are read with either setting; a link to a
     folder inside a class folder (or inside a flat folder) is entered only with
     `follow_links`. Without `follow_links`, nothing outside `root` is read: a link that
-    leads out of it is an error naming it (Keras would read it). With `follow_links`,
+    leads out of it is an error naming it (Keras would read it), in `_paths`' one form
+    (lifted by follow_links=True). With `follow_links`,
     each real folder is entered once, whatever the links leading to it: a link back to a
     folder already listed (a loop, or a second way to the same files) is skipped with a
     warning naming it.
@@ -41,7 +43,7 @@ class _Walk:
 
     def __init__(self, root, follow_links):
         self.follow_links = follow_links
-        self.root = os.path.realpath(root)
+        self.top = _paths.Root.of(root, "`directory`", "follow_links=True")
         self.visited = set()
         self.odd, self.escapes, self.notes = [], [], []  # odd: (path, why unreadable)
 
@@ -57,9 +59,11 @@ class _Walk:
 
     def _inside(self, link):
         real = os.path.realpath(link)
-        if is_inside(real, self.root):
+        if self.top.holds(real):
             return True
-        self.escapes.append((link, real))
+        self.escapes.append(_paths.Escape(os.path.relpath(link, self.top.folder),
+                                          f"the folder {self.top.folder}",
+                                          f"it is a symbolic link to {real}"))
         return False
 
     def _walk(self, folder, found):
@@ -115,15 +119,8 @@ class _Walk:
         """Raises the links that lead out of the root; raises the entries named like an
         image that cannot be read (on_error="raise"), or warns of them and of what else
         was left out; returns the entries left out (the skip report's)."""
-        if self.escapes:
-            n = len(self.escapes)
-            shown = ", ".join(f"{link} -> {real}" for link, real in self.escapes[:5])
-            raise ValueError(
-                f"{n} symbolic link{'s' if n > 1 else ''} in {self.root} lead"
-                f"{'' if n > 1 else 's'} outside it: {shown}{' ...' if n > 5 else ''}. With "
-                "follow_links=False (the default) nothing outside `directory` is read. "
-                "Pass follow_links=True to follow links out of `directory`, or replace "
-                "the links by the files.")
+        _paths.refuse(self.escapes, self.top, "replace the links by the files" if len(
+            self.escapes) > 1 else "replace the link by the file")
         for note in self.notes:
             _redact.warn(note, stacklevel=stacklevel)
         if not self.odd:
@@ -303,12 +300,16 @@ def _remote_folder(store, directory, class_names, classes_required, flat):
     return Listing(paths, np.asarray(class_ids, dtype="int64"), class_names, [])
 
 
-def paired_masks(paths, directory, mask_dir, store=None, what="mask", argument="mask_dir"):
+def paired_masks(paths, directory, mask_dir, store=None, what="mask", argument="mask_dir",
+                 follow_links=False):
     """The mask (`what`) of each image: the same relative path under `mask_dir`, any
     image extension (the image's own first). Refuses images without one, naming them. A
     URL `mask_dir` is listed once through `store`. `argument` names mask_dir in errors
-    (target_dir: paired target images)."""
+    (target_dir: paired target images). Without `follow_links`, a mask that is (or lies
+    behind) a symbolic link leading out of `mask_dir` is refused, as an image leading out
+    of `directory` is (`_paths`' one message, naming the mask and its image)."""
     mask_dir = _remote.local(os.fspath(mask_dir))
+    root = _paths.Root.of(mask_dir, f"`{argument}`", "follow_links=True")
     store = store or _remote.Store()
     if _remote.is_url(mask_dir):
         listed = {rel: url for rel, url in store.find(
@@ -325,16 +326,22 @@ def paired_masks(paths, directory, mask_dir, store=None, what="mask", argument="
             mask = os.path.join(mask_dir, rel)
             return mask if os.path.isfile(mask) else None
     relative = store.relative if _remote.is_url(os.fspath(directory)) else os.path.relpath
-    masks, missing = [], []
+    masks, missing, escapes = [], [], []
     for path in paths:
         stem, ext = os.path.splitext(relative(path, directory))
         for candidate in (ext,) + IMAGE_EXTENSIONS + tuple(e.upper() for e in IMAGE_EXTENSIONS):
             mask = exists(stem + candidate)
             if mask is not None:
+                why = None if follow_links else root.why_outside(stem + candidate, mask)
+                if why is not None:
+                    escapes.append(_paths.Escape(stem + candidate, f"the {what} folder "
+                                                 f"{mask_dir} (the {what} of {path})", why))
                 masks.append(mask)
                 break
         else:
             missing.append(path)
+    _paths.refuse(escapes, root, "replace the links by the files" if len(escapes) > 1
+                  else "replace the link by the file")
     if missing:
         raise FileNotFoundError(
             f"{len(missing)} image{' has' if len(missing) == 1 else 's have'} no {what} in "
@@ -667,82 +674,32 @@ def parse_number(value):
 
 def resolve_paths(values, table, directory, allow_outside, describe):
     """Joins the CSV's file names to their folder (`directory`, or each row's file's),
-    refusing paths that leave `directory`. A name that is a URL is kept; a name in a
-    remote folder (a URL `directory`, or a CSV file read from a URL) becomes a URL."""
-    root = None if directory is None else _remote.local(os.fspath(directory))
-    remote_root = root is not None and _remote.is_url(root)
-    if root is not None and not remote_root and not os.path.isdir(root):
+    refusing paths that leave `directory` (`_paths.Root.check`: '..', an absolute path,
+    a URL or a symbolic link; `allow_outside=True` lifts it). A name that is a URL is
+    kept; a name in a remote folder (a URL `directory`, or a CSV file read from a URL)
+    becomes a URL. Without `directory` names are taken as written, from the row's own
+    file's folder (documented)."""
+    root = None if directory is None else _paths.Root.of(directory)
+    if root is not None and not root.remote and not os.path.isdir(root.folder):
         raise FileNotFoundError(f"`directory` must be an existing folder. Received: "
-                                f"directory={root!r} (not found).")
-    real_root = None if root is None or remote_root else os.path.realpath(root)
+                                f"directory={root.folder!r} (not found).")
     paths = []
     for i, value in enumerate(values):
         if not isinstance(value, str) or not value.strip():
             raise ValueError(f"File name missing at {describe(i)}. Received: {value!r}.")
-        base = table.dirs[i] if root is None else root
-        if _remote.is_url(value) or _remote.is_url(base):
+        if root is not None:
+            path = root.join(value, describe(i))
+            if not allow_outside:
+                root.check(value, path, describe(i), "fix that row")
+        elif _remote.is_url(value) or _remote.is_url(table.dirs[i]):
             try:
-                path = value if _remote.is_url(value) else join_url(base, value)
+                path = value if _remote.is_url(value) else join_url(table.dirs[i], value)
             except ValueError as error:
                 raise ValueError(f"{error} At {describe(i)}.") from None
-            inside = remote_root and _url_inside(path, root)
         else:
-            path = os.path.normpath(os.path.join(base, _remote.local(value)))
-            inside = real_root is not None and os.path.commonpath(
-                [os.path.realpath(path), real_root]) == real_root
-        if directory is not None and not allow_outside and not inside:
-            raise ValueError(
-                f"The path {value!r} at {describe(i)} leaves `directory` "
-                f"({root}) through '..', an absolute path or a symbolic link. Fix the "
-                "CSV, or pass "
-                "allow_outside=True if that is intended."
-            )
+            path = os.path.normpath(os.path.join(table.dirs[i], _remote.local(value)))
         paths.append(path)
     return paths
-
-
-_NO_AUTHORITY = ("memory", "file", "local")  # protocols whose paths start at "/"
-
-
-def join_url(base, name):
-    """The URL of `name` (relative, '..' allowed, or starting with '/' from the
-    bucket's or host's root) in the folder URL `base`. The bucket (or host) is never
-    left: a name going above its root is a ValueError. Over HTTP the name is quoted."""
-    head, rest = base.split("://", 1)
-    if rest.startswith("/") or head in _NO_AUTHORITY:  # no bucket or host: memory://a
-        authority, path = "", rest.lstrip("/")
-    else:
-        authority, _, path = rest.partition("/")
-    parts = [] if name.startswith("/") else [p for p in path.split("/") if p]
-    for k, part in enumerate(name.split("/")):
-        if part == "." or (part == "" and (k == 0 or not parts)):
-            continue  # a key may hold '//': kept, not collapsed
-        if part == "..":
-            if not parts:
-                raise ValueError(f"The path {name!r} leaves {head}://{authority}: it goes "
-                                 f"above its root from {base}.")
-            parts.pop()
-        else:
-            parts.append(part)
-    key = "/".join(parts)
-    if head in ("http", "https"):
-        key = urllib.parse.quote(key, safe="/")
-    return f"{head}://{authority}/{key}" if authority else f"{head}:///{key}"
-
-
-def _url_inside(url, root):
-    """Whether the URL `url`, its '..' resolved, lies under the folder URL `root`."""
-    def parts(u):
-        head, rest = u.split("://", 1)
-        if rest.startswith("/") or head in _NO_AUTHORITY:
-            authority, path = "", rest
-        else:
-            authority, _, path = rest.partition("/")
-        path = posixpath.normpath("/" + urllib.parse.unquote(path))
-        return (head, authority), [p for p in path.split("/") if p]
-
-    (where, inside), (top, under) = parts(url), parts(root)
-    return where == top and inside[:len(under)] == under and len(inside) > len(under)
 
 
 def exists(paths, store=None):

@@ -1,0 +1,155 @@
+"""One confinement rule for every path read from data (issue 47): CSV and SQL rows, folder
+walks, masks and target images paired by name, `kg.inspect` / `kerasgen inspect
+--directory`, and URL roots.
+Each refusal is the one message of `sources._paths`, naming the entry as written, where
+it was read, the root and why, checked when the generator is built and again when the
+file is opened; `allow_outside=True` (or `follow_links=True` for folders) lifts it."""
+
+import os
+import re
+import sqlite3
+
+import cv2
+import numpy as np
+import pytest
+
+import kerasgen as kg
+from kerasgen import cli
+from tests.conftest import write_image
+
+# The one form: "The path '<entry>' in <source> leaves <root> (<folder>): <why>. Nothing
+# outside <root> is read unless <argument>=True..."
+ONE_FORM = re.compile(r"The path '(?P<entry>[^']+)' in (?P<source>.+) leaves (?P<root>.+?) "
+                      r"\((?P<folder>[^)]+)\): (?P<why>.+?)\. Nothing outside .+ is read "
+                      r"unless (allow_outside|follow_links)=True")
+
+
+def one_form(error, entry, source, folder):
+    """The refusal's parts, checked against what it must name."""
+    found = ONE_FORM.search(str(error.value))
+    assert found, str(error.value)
+    assert found["entry"] == entry and re.search(source, found["source"]), str(error.value)
+    assert os.path.realpath(found["folder"]) == os.path.realpath(folder), str(error.value)
+    return found["why"]
+
+
+def replace_by_link(path, target):
+    os.remove(path)
+    os.symlink(target, path)
+
+
+COMMON = dict(image_size=(8, 8), cache=None, batch_size=2, shuffle=False, verbose=0)
+
+
+# ----------------------------------------------------------------- masks and targets
+@pytest.fixture
+def paired(tmp_path):
+    """images/0..1.png, masks/0..1.png and clean/0..1.png; outside/ beside them."""
+    for i in range(2):
+        write_image(str(tmp_path / "images" / f"{i}.png"), value=40 * (i + 1))
+        write_image(str(tmp_path / "clean" / f"{i}.png"), value=40 * (i + 2))
+        (tmp_path / "masks").mkdir(exist_ok=True)
+        assert cv2.imwrite(str(tmp_path / "masks" / f"{i}.png"), np.full((12, 16), i, np.uint8))
+    (tmp_path / "outside").mkdir()
+    write_image(str(tmp_path / "outside" / "x.png"), value=255)
+    assert cv2.imwrite(str(tmp_path / "outside" / "m.png"), np.full((12, 16), 7, np.uint8))
+    return tmp_path
+
+
+@pytest.mark.parametrize("kind", ["mask_dir", "target_dir"])
+def test_a_mask_or_target_linked_outside_is_refused_as_an_input_link_is(paired, kind):
+    folder, outside = ("masks", "m.png") if kind == "mask_dir" else ("clean", "x.png")
+    replace_by_link(paired / folder / "1.png", paired / "outside" / outside)
+    options = dict(COMMON, label_mode="mask" if kind == "mask_dir" else "image")
+    options[kind] = paired / folder
+    with pytest.raises(ValueError) as error:
+        kg.ImageFolderGenerator(paired / "images", **options)
+    assert one_form(error, "1.png", rf"the .* folder .*{folder} \(the .* of .*images.1\.png\)",
+                    paired / folder).startswith("a symbolic link on its way leads to ")
+    assert f"leaves `{kind}`" in str(error.value)
+    os.symlink(paired / "outside" / "x.png", paired / "images" / "2.png")  # the same link
+    with pytest.raises(ValueError, match=r"'2\.png' in the folder .* leaves `directory`"):
+        kg.ImageFolderGenerator(paired / "images", **dict(options, follow_links=False))
+    os.remove(paired / "images" / "2.png")
+    kg.ImageFolderGenerator(paired / "images", follow_links=True, **options)  # allowed
+
+
+@pytest.mark.parametrize("kind", ["mask_dir", "target_dir", "directory"])
+def test_a_folder_file_replaced_by_a_link_after_building_is_refused_when_read(paired, kind):
+    options = dict(COMMON, label_mode=None)
+    if kind == "mask_dir":
+        options.update(label_mode="mask", mask_dir=paired / "masks")
+    elif kind == "target_dir":
+        options.update(label_mode="image", target_dir=paired / "clean")
+    gen = kg.ImageFolderGenerator(paired / "images", **options)
+    folder = {"mask_dir": "masks", "target_dir": "clean", "directory": "images"}[kind]
+    replace_by_link(paired / folder / "1.png", paired / "outside" / (
+        "m.png" if kind == "mask_dir" else "x.png"))
+    with pytest.raises(ValueError, match=rf"Cannot read (image|mask) file .*{folder}.1\.png: "
+                                         rf"it now leads to .*outside.*, outside .*`{kind}`"):
+        gen[0]
+
+
+# ----------------------------------------------------------------- CSV, SQL, inspect
+def csv_leaving(tmp_path):
+    root = tmp_path / "root"
+    write_image(str(root / "img" / "0.png"))
+    write_image(str(tmp_path / "secret.png"), value=255)
+    csv = tmp_path / "list.csv"
+    csv.write_text("filename,label\nimg/0.png,a\n../secret.png,b\n")
+    return root, csv
+
+
+def test_kg_inspect_with_directory_refuses_a_row_leaving_it_as_csvgenerator_does(tmp_path):
+    root, csv = csv_leaving(tmp_path)
+    with pytest.raises(ValueError) as error:
+        kg.CSVGenerator(csv, directory=root, image_size=8)
+    one_form(error, "../secret.png", r"line 3 of .*list\.csv", root)
+    with pytest.raises(ValueError) as inspected:
+        kg.inspect(csv, directory=root, verbose=0)
+    assert str(inspected.value) == str(error.value)
+    assert kg.inspect(csv, directory=root, allow_outside=True, verbose=0)["files"] == 2
+
+
+def test_kerasgen_inspect_directory_refuses_a_row_leaving_it(tmp_path, capsys):
+    root, csv = csv_leaving(tmp_path)
+    assert cli.main(["inspect", str(csv), "--directory", str(root)]) == 2
+    err = capsys.readouterr().err
+    assert re.search(r"kerasgen inspect: The path '\.\./secret\.png' in line 3 of .*list\.csv "
+                     r"leaves `directory`", err), err
+    assert "secret.png: " not in err  # nothing of the file was read or reported
+
+
+def test_kg_inspect_reads_a_csv_file_only_inside_directory(tmp_path, monkeypatch):
+    root, _ = csv_leaving(tmp_path)
+    (tmp_path / "in.csv").write_text("filename,label\nimg/0.png,a\n")
+    opened = []
+    from kerasgen.sources import _paths
+    real = _paths.opened
+    monkeypatch.setattr(_paths, "opened", lambda *a: opened.append(a[0]) or real(*a))
+    report = kg.inspect(tmp_path / "in.csv", directory=root, verbose=0)
+    assert report["corrupt"] == [] and opened == [str(root / "img" / "0.png")]
+
+
+def test_sql_rows_are_confined_to_directory(tmp_path):
+    root, _ = csv_leaving(tmp_path)
+    db = tmp_path / "db.sqlite"
+    with sqlite3.connect(db) as connection:
+        connection.execute("CREATE TABLE t (filename TEXT, label TEXT)")
+        connection.executemany("INSERT INTO t VALUES (?, ?)",
+                               [("img/0.png", "a"), ("../secret.png", "b")])
+    connection.close()
+    with pytest.raises(ValueError) as error:
+        kg.SQLGenerator(db, "SELECT * FROM t", directory=root, image_size=8)
+    one_form(error, "../secret.png", r"row 2 of the query result", root)
+
+
+@pytest.mark.parametrize("name,why", [("../other/x.png", "its '..' goes above it"),
+                                      ("/top.png", "it starts at the bucket's")])
+def test_a_csv_row_leaving_a_url_directory_is_refused(tmp_path, name, why):
+    pytest.importorskip("fsspec")
+    frame = __import__("pandas").DataFrame({"filename": ["a.png", name], "label": [0, 1]})
+    with pytest.raises(ValueError) as error:
+        kg.CSVGenerator(frame, directory="memory://bucket/imgs", image_size=8)
+    assert one_form(error, name, "row 1 of the DataFrame", "memory://bucket/imgs").startswith(
+        why)
