@@ -54,7 +54,12 @@ class DetectionGenerator(_ImageFileGenerator):
             "csv".
         directory: the folder (or URL) the images are in. Default: COCO's JSON file's
             folder, VOC's JPEGImages/ beside Annotations/ (else the XML folder), the CSV
-            file's folder.
+            file's folder. An image path of COCO (`file_name`) or VOC (`<filename>`)
+            that leaves that folder ('..', an absolute path, a symbolic link) is an
+            error naming the entry and its file, and so is a CSV row's when `directory`
+            is given (without it, a CSV's paths are taken as written); each image is
+            checked again as it is opened.
+        allow_outside: True reads image paths that leave that folder.
         x_col: CSV: the image path column.
         y_col: CSV: the box class column (a class name or integer id per box).
         box_cols: CSV, one row per box: the four box columns, in `box_format`'s order
@@ -66,11 +71,15 @@ class DetectionGenerator(_ImageFileGenerator):
             one not annotated).
         box_format: the format of the CSV's boxes (Keras's names; default "xyxy", pixel
             corners). COCO boxes are "xywh" and VOC boxes "xyxy", as their files define.
+            A box beyond 0..1 under a "rel_" format is an error naming its row (pixel
+            boxes need the format without "rel_").
         bounding_box_format: the format of y's boxes (default "xyxy"; Keras's names:
             "yxyx", "xywh", "center_xywh", "center_yxhw", "rel_xyxy", "rel_yxyx",
             "rel_xywh", "rel_center_xywh"), as the model's `bounding_box_format`.
-        max_boxes: M, the rows of each image's boxes (default: the most any image has);
-            an image with more is an error naming it.
+        max_boxes: M, the rows of each image's boxes (default: the most any image has),
+            and the most boxes one image's annotations may hold (default: 10,000,
+            `annotations_mod.MAX_BOXES`): an image with more is an error naming it,
+            raised as the annotations are read, before any box is converted.
         ragged: y's "boxes", "labels" (and "keypoints") as lists of one array per image
             instead of padded arrays (for a custom training loop; Keras's fit needs the
             padded ones).
@@ -121,10 +130,12 @@ class DetectionGenerator(_ImageFileGenerator):
         _checks.one_of("on_missing", on_missing, ("raise", "skip"))
         aspect = images.aspect_mode(crop_to_aspect_ratio, pad_to_aspect_ratio)
         size: tuple[int, int] = _checks.image_size(image_size)
+        if max_boxes is not None:
+            max_boxes = _checks.positive_int("max_boxes", max_boxes)
         started = time.perf_counter()
         found = _read(annotations, _checks.one_of("format", format, FORMATS), directory,
                       x_col, y_col, box_cols, boxes_col, keypoints_col, box_format,
-                      allow_outside, encoding, store)
+                      bool(allow_outside), encoding, store, max_boxes)
         if "augment" in common and common["augment"] is not None:
             augment_mod.check_box_augment(common["augment"], found.keypoints is not None)
         found, skipped = _existing(found, on_missing, store)
@@ -141,15 +152,8 @@ class DetectionGenerator(_ImageFileGenerator):
                          f"is resized (cut away by crop_to_aspect_ratio, or empty): "
                          f"{shown}{' ...' if len(dropped) > 3 else ''}. "
                          "`gen.dropped_boxes` lists them all.", stacklevel=2)
-        counts = [len(t.boxes) for t in targets]
-        if max_boxes is not None:
-            max_boxes = _checks.positive_int("max_boxes", max_boxes)
-            most = int(np.argmax(counts)) if counts else 0
-            if counts and counts[most] > max_boxes:
-                raise ValueError(f"`max_boxes` must hold every image's boxes. Received: "
-                                 f"max_boxes={max_boxes}, and {found.where[most]} has "
-                                 f"{counts[most]}. Pass max_boxes={counts[most]} or more.")
-        elif not ragged:
+        counts = [len(t.boxes) for t in targets]  # within max_boxes: read so
+        if max_boxes is None and not ragged:
             max_boxes = max(max(counts, default=0), 1)
         keypoints = None if found.keypoints is None else max(
             max((len(p) for p in found.keypoints if p is not None), default=0), 1)
@@ -162,8 +166,9 @@ class DetectionGenerator(_ImageFileGenerator):
         self.validation_split, self.subset = validation_split, subset
         self.dropped_boxes = [(found.paths[i], b) for i, b in dropped]
         self.directory = directory
+        root: Any = found.root  # each image read inside it (images.read_file)
         loader = loader_mod.ImageLoader(
-            found.paths, size, color_mode, interpolation, cache=cache,
+            found.paths, size, color_mode, interpolation, cache=cache, root=root,
             on_error=on_error, decode_threads=decode_threads, verbose=verbose,
             skipped=skipped, aspect=aspect, max_pixels=max_pixels,
             processes=_processes(common),
@@ -221,7 +226,7 @@ def _refuse(common: Mapping[str, Any]) -> None:
 def _read(annotations: Any, fmt: str, directory: Any, x_col: str, y_col: str,
           box_cols: Sequence[str] | None, boxes_col: str | None, keypoints_col: str | None,
           box_format: str, allow_outside: bool, encoding: str,
-          store: _remote.Store) -> annotations_mod.Annotations:
+          store: _remote.Store, max_boxes: int | None) -> annotations_mod.Annotations:
     """The annotations, read in their format (found from `annotations` for "auto")."""
     if fmt == "auto":
         text = None if not isinstance(annotations, (str, os.PathLike)) else os.fspath(
@@ -236,19 +241,20 @@ def _read(annotations: Any, fmt: str, directory: Any, x_col: str, y_col: str,
             keypoints_col is not None)):
         raise ValueError(f"`box_cols`, `boxes_col` and `keypoints_col` name CSV columns; "
                          f"the annotations are {fmt.upper()}.")
+    folder = None if directory is None else os.fspath(directory)
     if fmt == "coco":
-        return annotations_mod.read_coco(os.fspath(annotations), None if directory is None
-                                         else os.fspath(directory), store)
+        return annotations_mod.read_coco(os.fspath(annotations), folder, store,
+                                         allow_outside=allow_outside, max_boxes=max_boxes)
     if fmt == "voc":
-        return annotations_mod.read_voc(os.fspath(annotations), None if directory is None
-                                        else os.fspath(directory))
+        return annotations_mod.read_voc(os.fspath(annotations), folder,
+                                        allow_outside=allow_outside, max_boxes=max_boxes)
     table = listing.Table.read(annotations, encoding, store)
     if box_cols is None and boxes_col is None:
         box_cols = ["xmin", "ymin", "xmax", "ymax"]
     return annotations_mod.read_csv(
         table, x_col=x_col, y_col=y_col, box_cols=box_cols, boxes_col=boxes_col,
         keypoints_col=keypoints_col, box_format=box_format, directory=directory,
-        allow_outside=allow_outside)
+        allow_outside=allow_outside, max_boxes=max_boxes)
 
 
 def _existing(found: annotations_mod.Annotations, on_missing: str,
@@ -276,27 +282,38 @@ def _existing(found: annotations_mod.Annotations, on_missing: str,
 
 def _class_ids(found: annotations_mod.Annotations,
                class_names: Sequence[str] | None) -> tuple[list[np.ndarray], list[str]]:
-    """(per image, its boxes' class ids; the class names in id order)."""
-    flat = [label for labels in found.labels for label in labels]
-    owners = [(i, b) for i, labels in enumerate(found.labels) for b in range(len(labels))]
+    """(per image, its boxes' class ids; the class names in id order). Each distinct
+    label is encoded (and checked) once, at its first box, so a million boxes cost a
+    dictionary pass."""
     if class_names is None:
         class_names = found.class_names
-    if not flat:
+    bounds = np.cumsum([0] + [len(labels) for labels in found.labels])
+    first: dict[Any, int] = {}  # a label -> its index among the distinct labels
+    at: list[int] = []  # the box where each distinct label first appears
+    inverse = np.empty(int(bounds[-1]), np.int64)
+    for k, label in enumerate(label for labels in found.labels for label in labels):
+        j = first.get(label)
+        if j is None:
+            j = first[label] = len(at)
+            at.append(k)
+        inverse[k] = j
+    if not at:
         if class_names is None:
             raise ValueError("The annotations hold no box, so the classes are unknown. "
                              "Pass `class_names`.")
         return [np.zeros(0, np.int32) for _ in found.labels], list(class_names)
 
-    def describe(k: int) -> str:
-        image, box = owners[k]
-        return f"box {box} of {found.where[image]}"
+    def describe(j: int) -> str:
+        k = at[j]
+        image = int(np.searchsorted(bounds, k, side="right")) - 1
+        return f"box {k - int(bounds[image])} of {found.where[image]}"
 
-    targets = labels_mod.encode_class_labels(np.array(flat, dtype=object) if isinstance(
-        flat[0], str) else np.array(flat), "int", class_names, None, describe)
+    distinct = list(first)
+    targets = labels_mod.encode_class_labels(np.array(distinct, dtype=object) if isinstance(
+        distinct[0], str) else np.array(distinct), "int", class_names, None, describe)
     # encode_class_labels gives every sample its class id and counts the classes
     assert targets.class_ids is not None and targets.num_classes is not None
-    ids = targets.class_ids.astype(np.int32)
-    bounds = np.cumsum([0] + [len(labels) for labels in found.labels])
+    ids = targets.class_ids.astype(np.int32)[inverse]
     names = targets.class_names if targets.class_names is not None else [
         str(k) for k in range(targets.num_classes)]
     return [ids[a:b] for a, b in zip(bounds[:-1], bounds[1:])], list(names)
@@ -317,7 +334,7 @@ def _sizes(found: annotations_mod.Annotations, store: _remote.Store,
         if given is not None and _remote.is_url(path):
             return given
         try:
-            real = annotations_mod.image_size_of(path, read)
+            real = annotations_mod.image_size_of(path, read, found.root)
         except (OSError, ValueError):
             if given is not None:
                 return given  # a bad file: on_error decides when it is loaded
@@ -346,7 +363,9 @@ def _resized(found: annotations_mod.Annotations, class_ids: list[np.ndarray],
         if found.relative:
             boxes = boxes * np.array([size[1], size[0], size[1], size[0]], np.float32)
         moved, kept = boxes_mod.resized_boxes(boxes, size, image_size, aspect)
-        dropped.extend((i, int(b)) for b in np.setdiff1d(np.arange(len(boxes)), kept))
+        gone = np.ones(len(boxes), bool)
+        gone[kept] = False
+        dropped.extend((i, int(b)) for b in np.flatnonzero(gone))
         points = None
         if found.keypoints is not None:
             raw = found.keypoints[i]

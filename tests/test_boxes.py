@@ -65,7 +65,7 @@ def test_coco(images):
     assert found.boxes[1].shape == (0, 4) and found.sizes == [(40, 60), (30, 20)]
     coco["annotations"].append({"id": 9, "image_id": 5, "bbox": [0, 0, 1, 1], "category_id": 1})
     path.write_text(json.dumps(coco))
-    with pytest.raises(ValueError, match="annotation 9 .* image_id 5"):
+    with pytest.raises(ValueError, match=r"image_id=5 in annotation 9 \(entry 2"):
         annotations.read_coco(str(path))
 
 
@@ -91,7 +91,8 @@ def test_csv_rows_per_box_and_sizes(images):
     assert found.labels == [["cat", "dog"], []] and found.boxes[1].shape == (0, 4)
     assert [annotations.image_size_of(p, None) for p in found.paths] == [(40, 60), (30, 20)]
     frame.loc[0, "xmax"] = 0
-    with pytest.raises(ValueError, match="must not end before it starts"):
+    with pytest.raises(ValueError, match=r"`box_cols` must be a box that does not end before "
+                                         r"it starts.*row 0 of the DataFrame"):
         annotations.read_csv(
             listing.Table.read(frame), x_col="filename", y_col="class",
             box_cols=["xmin", "ymin", "xmax", "ymax"], boxes_col=None, keypoints_col=None,

@@ -1,10 +1,11 @@
 """One confinement rule for every path read from data (issue 47): CSV and SQL rows, folder
-walks, masks and target images paired by name, `kg.inspect` / `kerasgen inspect
---directory`, and URL roots.
+walks, COCO `file_name`, VOC `<filename>` and the XML files themselves, masks and target
+images paired by name, `kg.inspect` / `kerasgen inspect --directory`, and URL roots.
 Each refusal is the one message of `sources._paths`, naming the entry as written, where
 it was read, the root and why, checked when the generator is built and again when the
 file is opened; `allow_outside=True` (or `follow_links=True` for folders) lifts it."""
 
+import json
 import os
 import re
 import sqlite3
@@ -38,7 +39,89 @@ def replace_by_link(path, target):
     os.symlink(target, path)
 
 
+@pytest.fixture
+def scene(tmp_path):
+    """imgs/a.png and imgs/b.png with their COCO file, and secret.png beside imgs/."""
+    imgs = tmp_path / "imgs"
+    write_image(str(imgs / "a.png"), 20, 30, value=50)
+    write_image(str(imgs / "b.png"), 20, 30, value=90)
+    write_image(str(tmp_path / "secret.png"), 20, 30, value=255)
+    return imgs
+
+
+def coco_file(folder, names, path=None):
+    coco = {"images": [{"id": k, "file_name": n} for k, n in enumerate(names)],
+            "annotations": [{"id": 10 + k, "image_id": k, "category_id": 1,
+                             "bbox": [1, 1, 5, 5]} for k in range(len(names))],
+            "categories": [{"id": 1, "name": "thing"}]}
+    path = path or folder / "coco.json"
+    path.write_text(json.dumps(coco))
+    return path
+
+
 COMMON = dict(image_size=(8, 8), cache=None, batch_size=2, shuffle=False, verbose=0)
+
+
+# ----------------------------------------------------------------- COCO and VOC entries
+@pytest.mark.parametrize("name,why", [("../secret.png", "its '..' goes above it"),
+                                      ("ABSOLUTE", "it is an absolute path")])
+def test_a_coco_file_name_leaving_its_root_is_refused_with_or_without_directory(
+        scene, name, why):
+    name = str(scene.parent / "secret.png") if name == "ABSOLUTE" else name
+    path = coco_file(scene, ["a.png", name])
+    with pytest.raises(ValueError) as error:  # the JSON's folder is the root
+        kg.DetectionGenerator(path, **COMMON)
+    assert one_form(error, name, r"image 1 \(entry 1 of `images`\) of COCO file .*coco\.json",
+                    scene) == why
+    assert "the COCO file's folder" in str(error.value)
+    elsewhere = coco_file(scene, ["a.png", name], scene.parent / "elsewhere.json")
+    with pytest.raises(ValueError) as error:  # `directory` is the root
+        kg.DetectionGenerator(elsewhere, directory=scene, **COMMON)
+    one_form(error, name, "of COCO file .*elsewhere.json", scene)
+    gen = kg.DetectionGenerator(path, allow_outside=True, dtype="uint8", **COMMON)
+    assert (gen[0][0][1] == 255).all()  # the secret is read only when allowed
+
+
+def test_a_coco_image_that_is_a_link_out_is_refused_then_and_when_read(scene):
+    os.symlink(scene.parent / "secret.png", scene / "c.png")
+    with pytest.raises(ValueError) as error:
+        kg.DetectionGenerator(coco_file(scene, ["a.png", "c.png"]), **COMMON)
+    assert one_form(error, "c.png", "COCO file", scene).startswith(
+        "a symbolic link on its way leads to ")
+    gen = kg.DetectionGenerator(coco_file(scene, ["a.png", "b.png"]), **COMMON)
+    replace_by_link(scene / "b.png", scene.parent / "secret.png")
+    with pytest.raises(ValueError, match=r"Cannot read image file .*b\.png: it now leads to "
+                                         r".*secret\.png, outside the COCO file's folder"):
+        gen[0]
+
+
+@pytest.mark.parametrize("name", ["../../secret.png", "/etc/hostname"])
+def test_a_voc_filename_leaving_jpegimages_is_refused_naming_the_xml_file(tmp_path, name):
+    year = tmp_path / "VOC"
+    (year / "Annotations").mkdir(parents=True)
+    write_image(str(year / "JPEGImages" / "a.png"), 20, 30)
+    write_image(str(tmp_path / "secret.png"), 20, 30)
+    (year / "Annotations" / "a.xml").write_text(
+        f"<annotation><filename>{name}</filename><object><name>cat</name><bndbox><xmin>1"
+        "</xmin><ymin>1</ymin><xmax>5</xmax><ymax>5</ymax></bndbox></object></annotation>")
+    with pytest.raises(ValueError) as error:
+        kg.DetectionGenerator(year, **COMMON)
+    one_form(error, name, r"VOC file .*Annotations/a\.xml", year / "JPEGImages")
+    assert "the JPEGImages folder" in str(error.value)
+
+
+def test_a_voc_xml_file_linked_from_outside_its_folder_is_refused(tmp_path):
+    (tmp_path / "ann").mkdir()
+    write_image(str(tmp_path / "ann" / "a.png"), 20, 30)
+    (tmp_path / "other.xml").write_text(
+        "<annotation><filename>a.png</filename></annotation>")
+    os.symlink(tmp_path / "other.xml", tmp_path / "ann" / "a.xml")
+    with pytest.raises(ValueError) as error:
+        kg.DetectionGenerator(tmp_path / "ann", class_names=["cat"], **COMMON)
+    one_form(error, "a.xml", "the folder .*ann", tmp_path / "ann")
+    gen = kg.DetectionGenerator(tmp_path / "ann", class_names=["cat"], allow_outside=True,
+                                **COMMON)
+    assert gen.num_samples == 1
 
 
 # ----------------------------------------------------------------- masks and targets

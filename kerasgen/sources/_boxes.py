@@ -4,12 +4,19 @@ Inside kerasgen a box is [x_min, y_min, x_max, y_max] in pixels of the image it 
 to (Keras's "xyxy"), float32; a keypoint is [x, y] in pixels. Files and models speak
 other formats: Keras's `bounding_box_format` names ("yxyx", "xywh", "center_xywh",
 "rel_xyxy", ...; see `keras.utils.bounding_boxes.convert_format`) and albumentations'
-("pascal_voc", "coco", "albumentations", "yolo"). `to_xyxy` and `from_xyxy` convert.
+("pascal_voc", "coco", "albumentations", "yolo"). `to_xyxy` and `from_xyxy` convert;
+`checked` checks and converts the boxes of an annotation file in one vectorised pass,
+its errors in the one form of an annotation's field (`field_error`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import itertools
+import math
+import numbers
+import reprlib
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -23,6 +30,28 @@ FORMATS = ("xyxy", "yxyx", "xywh", "center_xywh", "center_yxhw",
 ALBUMENTATIONS = {"pascal_voc": "xyxy", "coco": "xywh", "albumentations": "rel_xyxy",
                   "yolo": "rel_center_xywh"}
 PAD = -1  # what pads boxes and labels, as keras.layers.MaxNumBoundingBoxes pads them
+REL_TOLERANCE = 0.01  # how far beyond 0..1 a relative box may reach (rounding)
+SHOW = reprlib.Repr()
+SHOW.maxstring, SHOW.maxother, SHOW.maxlist, SHOW.maxdict, SHOW.maxlevel = 60, 60, 6, 4, 3
+
+MISSING = object()
+
+
+def field_error(field: str, requirement: str, value: Any, where: str,
+                hint: str = "") -> ValueError:
+    """The one message form for a field of an annotation file (a box among them):
+    `field` must be X. Received: field=... in <entry of file>. (MISSING: no such key.)"""
+    shown = f"no `{field}`" if value is MISSING else f"{field}={SHOW.repr(value)}"
+    return ValueError(f"`{field}` must be {requirement}. Received: {shown} in {where}."
+                      + (f" {hint}" if hint else ""))
+
+
+def finite(value: Any) -> bool:
+    """Whether `value` is a finite number (an integer beyond a float's range is not)."""
+    try:
+        return math.isfinite(value)
+    except (OverflowError, TypeError):
+        return False
 
 
 def check_format(name: str, value: str) -> str:
@@ -66,6 +95,53 @@ def from_xyxy(boxes: np.ndarray, fmt: str, height: float, width: float,
         if base == "center_yxhw":
             b = b[:, [1, 0, 3, 2]]
     return b.astype(dtype)
+
+
+def _box_values(value: Any, field: str, fmt: str, where: str) -> None:
+    """Raises the error of one box that is not 4 finite numbers."""
+    if isinstance(value, (str, bytes)) or not isinstance(value, Sequence) or len(
+            value) != 4 or not all(isinstance(v, numbers.Real) and not isinstance(
+                v, (bool, np.bool_)) and finite(v) for v in value):
+        raise field_error(field, f"4 finite numbers ({fmt})", value, where)
+
+
+def checked(values: Sequence[Any], fmt: str, where: Callable[[int], str],
+            field: str = "bbox", fix: str = "") -> np.ndarray:
+    """(n, 4) xyxy float64 of `values` (n boxes of 4 numbers in format `fmt`), in one
+    pass: every box checked (4 finite numbers, not ending before it starts; a relative
+    one within 0..1, `REL_TOLERANCE` aside, and kept relative: rel_xyxy). `where(k)`
+    names box k in errors, `field` the column or key, `fix` what to check."""
+    if not len(values):
+        return np.zeros((0, 4))
+    arr = None
+    try:
+        kinds = set(map(type, itertools.chain.from_iterable(values)))
+        if all(issubclass(k, numbers.Real) and not issubclass(k, (bool, np.bool_))
+               for k in kinds) and not any(isinstance(v, (str, bytes)) for v in values):
+            arr = np.array(values, np.float64).reshape(len(values), -1)
+    except (TypeError, ValueError, OverflowError):
+        arr = None
+    if arr is None or arr.shape[1] != 4 or not np.isfinite(arr).all():
+        for k, value in enumerate(values):  # the first bad one, named
+            _box_values(value, field, fmt, where(k))
+        arr = np.array(values, np.float64).reshape(-1, 4)  # mixed numeric types
+    xyxy = to_xyxy(arr, fmt, 1, 1, "float64")
+    backwards = np.flatnonzero((xyxy[:, 2] < xyxy[:, 0]) | (xyxy[:, 3] < xyxy[:, 1]))
+    if len(backwards):
+        k = int(backwards[0])
+        raise field_error(field, f"a box that does not end before it starts ({fmt})",
+                          values[k], where(k), f"That is x {xyxy[k, 0]:g}..{xyxy[k, 2]:g}, "
+                          f"y {xyxy[k, 1]:g}..{xyxy[k, 3]:g}." + (f" {fix}" if fix else ""))
+    if fmt.startswith("rel_"):
+        beyond = np.flatnonzero(((xyxy < -REL_TOLERANCE) | (xyxy > 1 + REL_TOLERANCE))
+                                .any(axis=1))
+        if len(beyond):
+            k = int(beyond[0])
+            raise field_error("box_format", "the format of the boxes", fmt, where(k),
+                       f"Its box {SHOW.repr(values[k])} lies beyond 0..1 of the image, "
+                       f"so it is in pixels: pass box_format={fmt[4:]!r} (rel_ formats "
+                       "are fractions of the image's width and height).")
+    return xyxy
 
 
 def resize_geometry(size: tuple[int, int], image_size: tuple[int, int],
