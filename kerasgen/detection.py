@@ -77,9 +77,9 @@ class DetectionGenerator(_ImageFileGenerator):
             "yxyx", "xywh", "center_xywh", "center_yxhw", "rel_xyxy", "rel_yxyx",
             "rel_xywh", "rel_center_xywh"), as the model's `bounding_box_format`.
         max_boxes: M, the rows of each image's boxes (default: the most any image has),
-            and the most boxes one image's annotations may hold (default: 10,000,
-            `annotations_mod.MAX_BOXES`): an image with more is an error naming it,
-            raised as the annotations are read, before any box is converted.
+            and the most boxes one image's annotations may hold (default: 10,000): an
+            image with more is an error naming it, raised as the annotations are read,
+            before any box is converted.
         ragged: y's "boxes", "labels" (and "keypoints") as lists of one array per image
             instead of padded arrays (for a custom training loop; Keras's fit needs the
             padded ones).

@@ -236,3 +236,14 @@ def test_a_csv_row_leaving_a_url_directory_is_refused(tmp_path, name, why):
         kg.CSVGenerator(frame, directory="memory://bucket/imgs", image_size=8)
     assert one_form(error, name, "row 1 of the DataFrame", "memory://bucket/imgs").startswith(
         why)
+
+
+def test_a_path_holding_a_nul_byte_is_named_not_a_bare_error(tmp_path):
+    (tmp_path / "list.csv").write_text('filename,label\n"a\x00b.png",x\n')
+    with pytest.raises(ValueError, match=r"The path 'a\\x00b\.png' in line 2 of .*list\.csv "
+                                         r"holds a NUL byte"):
+        kg.CSVGenerator(tmp_path / "list.csv", directory=tmp_path, image_size=8)
+    coco = coco_file(tmp_path, ["a\x00.png"])
+    with pytest.raises(ValueError, match=r"The path 'a\\x00\.png' in image 0 \(entry 0 of "
+                                         r"`images`\) of COCO file .*coco\.json holds a NUL"):
+        kg.DetectionGenerator(coco, **COMMON)

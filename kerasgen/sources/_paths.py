@@ -62,7 +62,11 @@ class Root:
 
     def join(self, name: str, source: str = "") -> str:
         """The path of the entry `name` (read at `source`) in this folder (a URL `name`
-        as it is); a name going above a URL's bucket or host is a ValueError."""
+        as it is); a name going above a URL's bucket or host, or holding a NUL byte,
+        is a ValueError naming it."""
+        if "\x00" in name:
+            raise ValueError(f"The path {name!r} in {source or 'the data'} holds a NUL "
+                             "byte, which no file name can hold. Fix that entry.")
         if _remote.is_url(name):
             return name
         if not self.remote:
