@@ -42,6 +42,8 @@ TENSORFLOW_ONLY = {
                       "image_dataset_from_directory (imports tensorflow)",
     "test_feeding.py": "checks Keras's TensorFlow adapter (its tf.data dataset, autotuning, "
                        "errors re-raised by tf.data)",
+    "test_kerashub.py": "KerasHub's detectors take gen.to_tf_dataset() (tf.data); its JAX "
+                        "check runs in a KERAS_BACKEND=jax subprocess",
     "test_keras.py": "its Recorder overrides train_step(data), which JAX calls as "
                      "train_step(state, data); test_backends.py covers fit off TensorFlow",
 }
