@@ -36,8 +36,9 @@ class DetectionGenerator(_ImageFileGenerator):
     """Images and their bounding boxes (and keypoints), for object detection.
 
     A batch is `(images, {"boxes": (b, M, 4) float32, "labels": (b, M) int32})`, the
-    format KerasHub's detectors (RetinaNet, YOLOV8Detector) train on: each image's boxes
-    in `bounding_box_format`, their class ids, padded to M rows with -1. With keypoints,
+    format KerasHub's detectors (RetinaNetObjectDetector) train on, through
+    `gen.to_tf_dataset()` (docs/targets.md): each image's boxes in
+    `bounding_box_format`, their class ids, padded to M rows with -1. With keypoints,
     y also holds "keypoints": (b, K, 2) pixel (x, y), -1 where a point is missing.
 
     Boxes move with their image: the resize (stretched, `crop_to_aspect_ratio` or
