@@ -91,7 +91,8 @@ def _inspect(args):
                                     directory=args.directory, verbose=0 if args.json else 1,
                                     label_mode=label_mode,
                                     label_delimiter=args.label_delimiter or None,
-                                    encoding=args.encoding, max_pixels=args.max_pixels)
+                                    encoding=args.encoding, max_pixels=args.max_pixels,
+                                    allow_outside=args.allow_outside)
     print(json.dumps(report, indent=2) if args.json else inspection.format_report(report))
     for message in report["label_errors"]:  # what the generator would say
         print(f"kerasgen inspect: {message}", file=sys.stderr)
@@ -155,7 +156,8 @@ def _bench_generator(args, kind):
     if kind == "folder":
         return ImageFolderGenerator(args.source, **common)
     return CSVGenerator(args.source, x_col=args.x_col, directory=args.directory,
-                        on_missing=args.on_missing, **common)
+                        on_missing=args.on_missing, allow_outside=args.allow_outside,
+                        **common)
 
 
 def _stage_text(row):
@@ -361,6 +363,8 @@ def _max_pixels(text):
 
 MAX_PIXELS_HELP = ("images whose header declares more pixels are refused (Pillow's "
                    "decompression-bomb limit; 'none': no limit)")
+ALLOW_OUTSIDE_HELP = ("read CSV rows whose file leaves --directory ('..', an absolute "
+                      "path, a link out of it), which are refused otherwise")
 IMAGE_SIZE_HELP = "size every image is resized to: 224, 224x224 or 224,224 (height, width)"
 
 
@@ -393,6 +397,7 @@ def _add_inspect(commands, defaults):
     inspect.add_argument("--x-col", default="filename", help="CSV column of image paths")
     inspect.add_argument("--y-col", default="label", help="CSV column of labels")
     inspect.add_argument("--directory", default=None, help="folder CSV paths are relative to")
+    inspect.add_argument("--allow-outside", action="store_true", help=ALLOW_OUTSIDE_HELP)
     inspect.add_argument("--label-mode", default="int",
                          choices=["int", "categorical", "binary", "multi_label", "none"],
                          help="multi_label: count each label of a CSV cell split at "
@@ -433,6 +438,7 @@ def _add_bench(commands, defaults):
                             "warning (the generators' on_error)")
     bench.add_argument("--x-col", default="filename", help="CSV column of image paths")
     bench.add_argument("--directory", default=None, help="folder CSV paths are relative to")
+    bench.add_argument("--allow-outside", action="store_true", help=ALLOW_OUTSIDE_HELP)
     bench.add_argument("--on-missing", default="raise", choices=["raise", "skip"],
                        help="a CSV row naming a missing file: an error, or left out with "
                             "a warning (CSVGenerator's on_missing)")
@@ -474,7 +480,9 @@ def _message(error: BaseException, command: str, debug: bool = False) -> str:
             text += " (--debug shows the traceback)"
     if command == "inspect" and "pass label_mode=None" in text:
         text += " On the command line: --label-mode none."
-    if command == "bench":  # the generators' options, as bench's flags name them
+    if command in ("bench", "inspect"):  # the generators' options, as the flags name them
+        text = text.replace("allow_outside=True", "--allow-outside")
+    if command == "bench":
         text = re.sub(r"(?:pass )?on_(error|missing)='(skip|raise)'",
                       lambda m: f"--on-{m.group(1)} {m.group(2)}", text)
         if text.startswith("Cannot decode") and "--on-error" not in text:

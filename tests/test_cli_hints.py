@@ -66,3 +66,20 @@ def test_bench_names_its_own_flags_and_skips_what_it_is_told_to(tmp_path):
                              "--epochs", "1", "--on-missing", "skip"])
     assert status == 0, err
     assert "warning: Skipping 1 row" in err and "gone.png" in err
+
+
+@pytest.mark.parametrize("command", ["inspect", "bench"])
+def test_a_row_leaving_directory_names_the_flag_that_reads_it(tmp_path, command):
+    inside, outside = tmp_path / "data", tmp_path / "elsewhere"
+    write_image(str(inside / "a.png"))
+    write_image(str(outside / "b.png"), seed=1)
+    (tmp_path / "list.csv").write_text("filename,label\na.png,x\n../elsewhere/b.png,y\n")
+    argv = [command, str(tmp_path / "list.csv"), "--directory", str(inside)]
+    if command == "bench":
+        argv += ["--image-size", "8", "--epochs", "1"]
+    status, out, err = _run(argv)
+    assert status == 2 and "../elsewhere/b.png" in err
+    assert "--allow-outside" in err and "allow_outside=" not in err
+    status, out, err = _run(argv + ["--allow-outside"])
+    assert status == 0, err
+    assert ("2 files" in out) if command == "inspect" else ("2 images" in out)
