@@ -597,8 +597,8 @@ def test_every_module_is_public_on_purpose_or_internal_by_name():
 # order/sampler -> loader -> augment -> batch -> feeding -> Generator shows in the imports.
 LAYERS = [
     ("foundations", {"_checks", "_redact", "_typing", "_seeding", "_atomic", "_progress",
-                     "_stats", "_quiet", "pipeline", "pipeline.malloc", "pipeline.shm",
-                     "pipeline.batching"}),
+                     "_stats", "_quiet", "_budget", "pipeline", "pipeline.malloc",
+                     "pipeline.shm", "pipeline.batching"}),
     ("storage", {"sources._remote_cache", "sources._remote", "sources._paths"}),
     ("source", {"_images", "_jpeg", "_labels", "sources", "sources._core",
                 "sources._listing", "sources._boxes", "sources._annotations"}),
