@@ -188,3 +188,127 @@ def test_x_of_strings_or_objects_that_do_convert_is_still_accepted():
     np.testing.assert_array_equal(padded[0], np.float32([[0, 1, 2], [0, 0, 0], [0, 1, 0]]))
     as_given = kg.ArrayGenerator(ragged(3, 1), batch_size=2, shuffle=False, dtype=None)
     assert [len(row) for row in as_given[0]] == [3, 1]  # dtype=None: rows as they are
+
+
+# ----------------------------------------------------------------- one type per batch
+class Samples(kg.Generator):
+    """x and y exactly as given, one (x, y) pair per sample; x kept as it is (dtype=None)
+    unless a dtype is passed."""
+
+    def __init__(self, xs, ys, **kwargs):
+        self.xs, self.ys = xs, ys
+        kwargs.setdefault("dtype", None)
+        super().__init__(num_samples=len(xs), shuffle=False, **kwargs)
+
+    def load_sample(self, index):
+        return self.xs[index], self.ys[index]
+
+    def describe_sample(self, index):
+        return f"record #{index}"
+
+
+def test_float_targets_after_an_int_one_keep_their_fractions_through_fit():
+    """The batch used to take sample 0's type: [3, 2.5, 0.7, 1.9] came out [3, 2, 0, 1]."""
+    import keras
+
+    targets = [3, 2.5, 0.7, 1.9]
+    gen = Samples([np.float32([k, 1]) for k in range(4)], targets, batch_size=4)
+    y = gen[0][1]
+    assert y.dtype == np.float64
+    np.testing.assert_array_equal(y, np.array(targets))
+    seen = []
+
+    def loss(y_true, y_pred):
+        seen.append(np.asarray(y_true).ravel())
+        return keras.ops.mean((y_pred[:, 0] - keras.ops.cast(y_true, "float32")) ** 2)
+
+    model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
+    model.compile("sgd", loss, run_eagerly=True)
+    model.fit(gen, epochs=1, verbose=0)
+    np.testing.assert_array_equal(np.float32(seen[0]), np.float32(targets))
+
+
+@pytest.mark.parametrize("ys, expected", [
+    ([True, 2, 3, 0], np.array([1, 2, 3, 0])),                         # bool, then int
+    ([np.float32(0.5), 2 ** 30 + 1, 7, 8], np.array([0.5, 2 ** 30 + 1, 7, 8])),  # beyond float32
+    ([np.uint8(200), np.int8(-3), 1, 2], np.array([200, -3, 1, 2])),  # neither holds both
+    ([np.float16(0.5), np.float32(1 / 3), 0.1, 2], np.array([0.5, np.float32(1 / 3), 0.1, 2])),
+])
+def test_every_sample_keeps_its_value_in_the_type_that_holds_them_all(ys, expected):
+    y = Samples(np.zeros((4, 2)), ys, batch_size=4)[0][1]
+    assert y.dtype == expected.dtype
+    np.testing.assert_array_equal(y, expected)
+
+
+def test_strings_of_growing_length_arrive_whole(tmp_path):
+    """Strings were cut to the first one's length (329 characters became 255)."""
+    texts = [("word " * (5 * k + 1)).strip() for k in range(6)]  # 4 to 129 characters
+    for k, text in enumerate(texts):
+        (tmp_path / f"{k}.txt").write_text(text)
+
+    class Texts(kg.Generator):
+        def __init__(self, **kwargs):
+            super().__init__(num_samples=len(texts), shuffle=False, dtype=None, **kwargs)
+
+        def load_sample(self, index):
+            text = (tmp_path / f"{index}.txt").read_text()
+            return text, text.upper()
+
+    gen = Texts(batch_size=6)
+    x, y = gen[0]
+    assert x.tolist() == texts and y.tolist() == [t.upper() for t in texts]
+    tf = pytest.importorskip("tensorflow")
+    shorter = Texts(batch_size=3)  # a second batch of longer strings than the first
+    got = [(x.numpy(), y.numpy()) for x, y in shorter.to_tf_dataset(epochs=1)]
+    assert [t.decode() for x, _ in got for t in x] == texts
+    assert tf.is_tensor(next(iter(shorter.to_tf_dataset(epochs=1)))[0])
+
+
+def test_dict_samples_take_the_type_of_every_sample_per_key():
+    ys = [{"score": 3, "name": "a"}, {"score": 0.25, "name": "abcd"}]
+    y = Samples(np.zeros((2, 2)), ys, batch_size=2)[0][1]
+    np.testing.assert_array_equal(y["score"], [3, 0.25])
+    assert y["name"].tolist() == ["a", "abcd"]
+    with pytest.raises(ValueError, match=r"structure of the first one.*dict without "
+                                         r"\['score'\] for record #1"):
+        Samples(np.zeros((2, 2)), [{"score": 1}, {"other": 2}], batch_size=2)[0]
+
+
+@pytest.mark.parametrize("ys, error, match", [
+    ([1, "two"], TypeError, r"dtype <U3 for record #1, but int64 for the batch's first "
+                            r"sample \(record #0\), and no type holds both"),
+    (["one", b"two"], TypeError, r"dtype \|S3 for record #1, but <U3"),
+    ([0.5, 2 ** 53 + 1], ValueError, r"9007199254740993 \(int64\) for record #1, which "
+                                     r"float64.*would round to 9007199254740992"),
+    ([{"a": 1}, {"a": "x"}], TypeError, r"dtype <U1 for record #1 \(its part \['a'\]\)"),
+])
+def test_samples_no_one_type_holds_are_refused_naming_the_sample_and_both_types(
+        ys, error, match):
+    with pytest.raises(error, match=match):
+        Samples(np.zeros((2, 2)), ys, batch_size=2)[0]
+
+
+def test_mixed_shapes_are_still_refused_naming_the_sample():
+    with pytest.raises(ValueError, match=r"shape \(3,\) for record #2, but \(2,\) for the "
+                                         r"batch's first sample"):
+        Samples([np.zeros(2), np.zeros(2), np.zeros(3)], [0, 1, 2], batch_size=3)[0]
+
+
+def test_batches_of_different_types_are_refused_before_keras_casts_them():
+    """Keras fixes y's dtype from the first batches and casts the later ones to it:
+    [0.7, 1.9] after a batch of [3, 2] trained as [0, 1]."""
+    import keras
+
+    gen = Samples([np.float32([k, 1]) for k in range(4)], [3, 2, 0.7, 1.9], batch_size=2)
+    gen[0]
+    with pytest.raises(TypeError, match=r"Every batch must hold y in one dtype.*y of dtype "
+                                        r"float64 in batch 1 of epoch 0 \(its first "
+                                        r"sample: record #2\), but int64 in batch 0"):
+        gen[1]
+    model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
+    model.compile("sgd", "mse")
+    fresh = Samples([np.float32([k, 1]) for k in range(4)], [3, 2, 0.7, 1.9], batch_size=2)
+    with pytest.raises(TypeError, match=r"Every batch must hold y in one dtype"):
+        model.fit(fresh, epochs=1, verbose=0)
+    strings = Samples(np.zeros((4, 2)), ["a", "b", "long", "longer"], batch_size=2)
+    assert strings[0][1].dtype == "<U1" and strings[1][1].tolist() == ["long", "longer"]

@@ -131,6 +131,51 @@ def test_augment_output_that_fits_is_kept(tiny_folder):
     assert np.isfinite(rescaled[0][0]).all()
 
 
+def test_augment_output_of_other_types_with_dtype_none_keeps_every_value(tiny_folder):
+    """dtype=None: the batch took the first augmented sample's type (uint8), so a
+    halved image (float64) lost its fractions; it is now stacked as float64."""
+    def halve_some(im, rng):
+        return im / 2 if rng.random() < 0.5 else im
+
+    gen = kg.ImageFolderGenerator(tiny_folder, image_size=(4, 8), batch_size=6, seed=0,
+                                  shuffle=False, dtype=None, augment=halve_some)
+    plain = kg.ImageFolderGenerator(tiny_folder, image_size=(4, 8), batch_size=6,
+                                    shuffle=False, dtype=None)[0][0]
+    x = gen[0][0]
+    assert x.dtype == np.float64
+    halved = [np.array_equal(row, p / 2) and not np.array_equal(row, p)
+              for row, p in zip(x, plain)]
+    assert not halved[0] and sum(halved) > 0  # the first sample stays uint8
+    for row, p, half in zip(x, plain, halved):
+        np.testing.assert_array_equal(row, p / 2 if half else p)
+
+
+def test_augmented_masks_that_are_no_class_ids_are_refused_naming_the_file(tmp_path):
+    for i in range(2):
+        write_image(str(tmp_path / "images" / f"s{i}.png"), seed=i)
+        mask = np.zeros((12, 16), np.uint8)
+        mask[2:6, 3:9] = 1
+        (tmp_path / "masks").mkdir(exist_ok=True)
+        import cv2
+        cv2.imwrite(str(tmp_path / "masks" / f"s{i}.png"), mask)
+
+    def blur_mask(image, rng, mask):  # interpolated, not moved: 0.5 is no class
+        return image, mask * 0.5
+
+    gen = kg.ImageFolderGenerator(tmp_path / "images", mask_dir=tmp_path / "masks",
+                                  label_mode="mask", num_classes=2, image_size=(12, 16),
+                                  batch_size=2, shuffle=False, augment=blur_mask)
+    with pytest.raises(ValueError, match=r"`augment` must return masks of class ids .*"
+                                         r"Received: 0.5 \(float64\) in the mask it returned "
+                                         r"for .*s0\.png, which the batch would hold as 0"):
+        gen[0]
+    whole = kg.ImageFolderGenerator(tmp_path / "images", mask_dir=tmp_path / "masks",
+                                    label_mode="mask", num_classes=2, image_size=(12, 16),
+                                    batch_size=2, shuffle=False,
+                                    augment=lambda image, rng, mask: (image, mask * 1.0))
+    assert whole[0][1].dtype == np.int32 and set(np.unique(whole[0][1])) == {0, 1}
+
+
 def test_augment_values_are_refused_through_fit(tiny_folder):
     gen = kg.ImageFolderGenerator(tiny_folder, image_size=(4, 8), batch_size=3, seed=0,
                                   dtype="uint8", augment=lambda im, rng: im / 255.0)

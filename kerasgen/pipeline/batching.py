@@ -77,18 +77,127 @@ def aligned_empty(shape, dtype, align):
     return raw[start:start + size].view(dtype).reshape(shape)
 
 
-def allocate(sample, batch_len, buffers=None):
-    """An empty batch shaped like `sample` (an array, or a dict or tuple of arrays), from
-    `buffers` (a BufferPool) when given."""
-    if isinstance(sample, dict):
-        return {k: allocate(v, batch_len, buffers) for k, v in sample.items()}
-    if isinstance(sample, tuple):
-        return tuple(allocate(v, batch_len, buffers) for v in sample)
-    sample = np.asarray(sample)
-    shape = (batch_len,) + sample.shape
-    if buffers is None or sample.dtype == object:
-        return np.empty(shape, dtype=sample.dtype)
-    return buffers.empty(shape, sample.dtype)
+def stack(samples, buffers=None, where=None, part=""):
+    """One batch of `samples` (arrays, numbers or strings, or dicts or tuples of them, all
+    of one structure), from `buffers` (a BufferPool) when given.
+
+    Its shape is the first sample's (a sample of another shape is an error); its dtype
+    holds every sample: the first sample's when all share it (a dtype comparison each,
+    the common case), else numpy's promotion of them all (an int after a float makes
+    float64, a longer string the longest; a float after an int is never truncated, nor
+    a string cut to the first one's length). Samples that no one type holds (a string
+    and a number), or integers that the promoted float type would round (int64 above
+    2**53), are a TypeError or ValueError naming the sample (`where(k)` names sample k)
+    and both types: no sample is cast in silence. `part` names a dict key or tuple
+    place of the samples in errors.
+    """
+    first = samples[0]
+    if isinstance(first, dict):
+        return {key: stack([_member(s, key, k, where, part) for k, s in enumerate(samples)],
+                           buffers, where, f"{part}[{key!r}]") for key in first}
+    if isinstance(first, tuple):
+        return tuple(stack([_member(s, i, k, where, part) for k, s in enumerate(samples)],
+                           buffers, where, f"{part}[{i}]") for i in range(len(first)))
+    arrays = [np.asarray(s) for s in samples]
+    dtype = arrays[0].dtype
+    for array in arrays:
+        if array.dtype != dtype:
+            dtype = common_dtype(arrays, where, part)
+            break
+    shape = arrays[0].shape
+    batch = (np.empty((len(arrays),) + shape, dtype) if buffers is None or dtype.kind == "O"
+             else buffers.empty((len(arrays),) + shape, dtype))
+    for k, array in enumerate(arrays):
+        if array.shape != shape:
+            _wrong_shape(array.shape, shape, _named(where, k), part)
+        batch[k] = array
+    return batch
+
+
+def _named(where, k):
+    return f"sample {k} of the batch" if where is None else where(k)
+
+
+def _of(part):
+    return f" (its part {part})" if part else ""
+
+
+def _member(sample, key, k, where, part):
+    """sample[key], the part of sample k at `key` (a dict key or a tuple place)."""
+    try:
+        return sample[key]
+    except (KeyError, IndexError, TypeError):
+        raise ValueError(
+            f"Every sample of a batch must have the structure of the first one. Received: "
+            f"{type(sample).__name__} without {part}[{key!r}] for {_named(where, k)}, "
+            "which the batch's first sample has. Return one structure (the same dict keys, "
+            "the same tuple length) for every sample.") from None
+
+
+def _wrong_shape(shape, first, name, part=""):
+    raise ValueError(
+        f"Every sample of a batch must have the same shape. Received: shape "
+        f"{shape} for {name}{_of(part)}, but {first} for the batch's first "
+        "sample. Resize in load_sample or in the augmentation."
+    )
+
+
+_TEXT = "US"  # numpy's kinds of text: str and bytes (bytes are not decoded as str)
+
+
+def common_dtype(arrays, where=None, part=""):
+    """The dtype that holds every array of `arrays` unchanged (numpy's promotion), or
+    an error naming (`where(k)`) the first one that has none in common with the first
+    one, or whose integers the promoted float type would round."""
+    dtypes = list(dict.fromkeys(a.dtype for a in arrays))  # unique, in order
+    try:
+        dtype = np.result_type(*dtypes)
+    except TypeError:  # numpy >= 2's DTypePromotionError: a str and a number
+        dtype = None
+    kinds = {d.kind for d in dtypes} - {"O"}
+    if kinds & set(_TEXT) and len(kinds) > 1:
+        dtype = None  # numpy 1.x made strings of numbers (3 would become '3'), and
+                      # numpy decodes bytes as ASCII str
+    first = arrays[0].dtype
+    if dtype is None:
+        for k, array in enumerate(arrays):
+            if not _promotes(first, array.dtype):
+                break
+        raise TypeError(
+            f"Every sample of a batch must have a type that one array holds with the "
+            f"others'. Received: dtype {array.dtype} for {_named(where, k)}{_of(part)}, "
+            f"but {first} for the batch's first sample ({_named(where, 0)}), and no type "
+            "holds both. Return one kind of value (numbers, str or bytes) for every sample.")
+    if dtype.kind in "fc":  # integers the float type would round are refused
+        exact = 2 ** (np.finfo(dtype).nmant + 1)  # up to it every integer is exact
+        for k, array in enumerate(arrays):
+            if array.dtype.kind not in "iu" or array.size == 0 or (
+                    np.iinfo(array.dtype).max <= exact and np.iinfo(array.dtype).min >= -exact):
+                continue
+            big = array[(array > exact) | (array < -exact)]
+            rounded = [(int(v), int(dtype.type(int(v)))) for v in big.ravel()]
+            for value, became in rounded:
+                if value != became:
+                    raise ValueError(
+                        "Every sample of a batch must have a type that holds the others' "
+                        f"values exactly. Received: {value} ({array.dtype}) for "
+                        f"{_named(where, k)}{_of(part)}, which {dtype}, the type of the "
+                        f"batch's dtypes together ({', '.join(map(str, dtypes))}), would "
+                        f"round to {became}. Return integers for every sample, or floats "
+                        "for every sample.")
+    return dtype
+
+
+def _promotes(a, b):
+    """Whether dtypes a and b have a common type (str with str, bytes with bytes)."""
+    if (a.kind in _TEXT or b.kind in _TEXT) and a.kind != b.kind and "O" not in (
+            a.kind, b.kind):
+        return False
+    try:
+        np.result_type(a, b)
+    except TypeError:
+        return False
+    return True
 
 
 def write(batch, k, sample, where):
@@ -104,12 +213,54 @@ def write(batch, k, sample, where):
         return
     sample = np.asarray(sample)
     if sample.shape != batch.shape[1:]:
-        raise ValueError(
-            f"Every sample of a batch must have the same shape. Received: shape "
-            f"{sample.shape} for {where()}, but {batch.shape[1:]} for the batch's first "
-            "sample. Resize in load_sample or in the augmentation."
-        )
+        _wrong_shape(sample.shape, batch.shape[1:], where())
     batch[k] = sample
+
+
+def same_dtypes(batch, dtypes):
+    """Whether `batch`'s arrays have `dtypes` (what `dtypes_of` gave for another batch):
+    for x alone or (x, y[, w]) of arrays, a dtype comparison each."""
+    if type(batch) is np.ndarray:
+        return len(dtypes) == 1 and batch.dtype == dtypes[0] or dtypes_of(batch) == dtypes
+    if type(batch) is tuple and len(batch) == len(dtypes):
+        for value, dtype in zip(batch, dtypes):
+            if type(value) is not np.ndarray or value.dtype != dtype:
+                break
+        else:
+            return True
+    return dtypes_of(batch) == dtypes
+
+
+def dtypes_of(batch):
+    """The dtypes of a batch's arrays (x, y, weights; dicts and tuples flattened), one
+    per array; strings of any length count as one (Keras and tf.data carry them alike)."""
+    if type(batch) is np.ndarray:
+        dtype = batch.dtype
+        return (dtype.kind,) if dtype.kind in _TEXT else (dtype,)
+    if isinstance(batch, dict):
+        return tuple(d for value in batch.values() for d in dtypes_of(value))
+    if isinstance(batch, (tuple, list)):
+        return tuple(d for value in batch for d in dtypes_of(value))
+    dtype = getattr(batch, "dtype", None)
+    if isinstance(dtype, np.dtype) and dtype.kind in _TEXT:
+        return (dtype.kind,)
+    return (dtype,)
+
+
+def names_of(batch, name=None):
+    """What `dtypes_of(batch)` lists, named as errors name them: x, y, sample_weight,
+    y['key'], x[0]."""
+    if name is None:  # (x, y[, w]) or x alone
+        if isinstance(batch, tuple):
+            return tuple(n for part, top in zip(batch, ("x", "y", "sample_weight"))
+                         for n in names_of(part, top))
+        return names_of(batch, "x")
+    if isinstance(batch, dict):
+        return tuple(n for key, value in batch.items()
+                     for n in names_of(value, f"{name}[{key!r}]"))
+    if isinstance(batch, (tuple, list)):
+        return tuple(n for k, value in enumerate(batch) for n in names_of(value, f"{name}[{k}]"))
+    return (name,)
 
 
 def convert(batch, dtype, rescale=None, buffers=None):

@@ -206,12 +206,10 @@ def load_each(request: BatchRequest, load: Callable[[int], Any],
 
 def assemble(samples: Sequence[Any], indices: np.ndarray, buffers: batching.BufferPool,
              describe: Callable[[int], str]) -> Any:
-    """Writes same-shaped samples into one batch from `buffers`; a sample of another
-    shape is an error naming it (`describe(index)`)."""
-    batch = batching.allocate(samples[0], len(samples), buffers)
-    for k, (sample, index) in enumerate(zip_(samples, indices)):
-        batching.write(batch, k, sample, lambda i=int(index): describe(i))
-    return batch
+    """Stacks same-shaped samples into one batch from `buffers`, of the dtype that holds
+    every sample (`batching.stack`); a sample of another shape, or of a type no array
+    holds with the others', is an error naming it (`describe(index)`)."""
+    return batching.stack(samples, buffers, lambda k: describe(int(indices[k])))
 
 
 def default_assemble(request: BatchRequest, describe: Callable[[int], str],
@@ -603,7 +601,9 @@ def _scatter(pieces: list[tuple[np.ndarray, tuple[Any, Any]]], n: int,
             return None
         if isinstance(first, dict):
             return {key: gather([(rows, v[key]) for rows, v in values]) for key in first}
-        dtype = np.result_type(*(np.asarray(v).dtype for _, v in values))
+        arrays = [np.asarray(v) for _, v in values]
+        dtype = batching.common_dtype(arrays, lambda k: describe(
+            int(request.indices[values[k][0][0]])))
         out = np.empty((n,) + np.shape(first)[1:], dtype)
         for rows, value in values:
             if np.shape(value)[1:] != out.shape[1:]:

@@ -191,7 +191,9 @@ class ImageSource:
     def _load_augmented(self, request, substitutes):
         """Decodes each thread's share of the batch (as `ImageLoader.load_rows` does),
         then augments and converts each sample there, straight into the batch (sample 0
-        first, here, to learn the augmented shape)."""
+        first, here, to learn the augmented shape). With dtype=None the augmented
+        samples are stacked once all are made, in the type that holds them all
+        (`batching.stack`), never in sample 0's."""
         loader, indices, stage = self.loader, request.indices, request.stage
 
         def decoded(a: int, b: int) -> tuple[np.ndarray, Any]:
@@ -211,16 +213,45 @@ class ImageSource:
                 batching.write(batch, k, sample, lambda: self.describe(int(indices[k])))
             batching.convert_into(batch[k], sample, rescale)
 
+        def put_mask(k, mask, masks):
+            mask = np.asarray(mask)
+            flat = batching.misfit(mask, np.int32)
+            if flat is not None:  # a mask interpolated, not moved: 0.5 is no class id
+                value = mask.flat[flat]
+                raise ValueError(
+                    "`augment` must return masks of class ids (whole numbers from 0 to "
+                    f"{np.iinfo(np.int32).max}). Received: {value.item()!r} ({mask.dtype}) "
+                    f"in the mask it returned for {self.describe(int(indices[k]))}, which "
+                    f"the batch would hold as {batching.became(value, np.int32)!r}. Move "
+                    "masks with nearest-neighbour interpolation (as albumentations does), "
+                    "or round them.")
+            put(k, mask, masks, None)
+
+        if request.dtype is None:  # the samples' own type: stacked once all are made
+            def made(a, b):
+                pixels, raw_masks = decoded(a, b)
+                return [augmented(pixels, raw_masks, k, k - a) for k in range(a, b)]
+
+            pairs = [pair for part in loader.in_threads(len(indices), made) for pair in part]
+            with stage("assemble"):
+                x = default_assemble(request, self.describe)([x for x, _ in pairs], indices)
+                if pairs[0][1] is None:
+                    return x, None
+                stacked = np.empty((len(indices),) + np.shape(pairs[0][1]), np.int32)
+                for k, (_, mask) in enumerate(pairs):
+                    put_mask(k, mask, stacked)
+            return x, stacked
+
         x0, m0 = augmented(*decoded(0, 1), 0, 0)
         x0 = np.asarray(x0)  # an array: BatchMaker checked what augment returned
-        out = np.empty((len(indices),) + x0.shape, request.dtype or x0.dtype)
+        out = np.empty((len(indices),) + x0.shape, request.dtype)
         masks = None if m0 is None else np.empty((len(indices),) + np.shape(m0), np.int32)
 
         def write(k, x, m):
             with stage("assemble"):
                 put(k, x, out, request.rescale)
                 if masks is not None:
-                    put(k, m, masks, None)
+                    put_mask(k, m, masks)
 
         def chunk(a, b):
             pixels, raw_masks = decoded(a, b)
@@ -231,7 +262,6 @@ class ImageSource:
         if len(indices) > 1:
             loader.in_threads(len(indices) - 1, lambda a, b: chunk(a + 1, b + 1))
         return out, masks
-
 
 class Thumbnails:
     """Lazily decoded 8x8 RGB thumbnails, the default SMOTE feature space for images.
