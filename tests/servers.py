@@ -10,6 +10,7 @@ well, but ruff then flags every test taking one: F811). `s3` needs nothing else:
 or starts, its module's S3 server itself.
 """
 
+import email.utils
 import html
 import mimetypes
 import os
@@ -17,6 +18,7 @@ import socket
 import socketserver
 import sys
 import threading
+import time
 import uuid
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler
@@ -265,10 +267,15 @@ class _FolderHTTPServer(socketserver.ThreadingTCPServer):
 
 class _FolderHandler(BaseHTTPRequestHandler):
     """GET and HEAD of the files under `root` (byte ranges) and of its folders (an HTML
-    page of links, as fsspec's HTTPFileSystem lists); 404 for anything else."""
+    page of links, as fsspec's HTTPFileSystem lists); 404 for anything else. A file's
+    response carries its version, as real servers send it (`versions`): an ETag of its
+    modification time (in nanoseconds) and size, and Last-Modified; a conditional
+    request (If-None-Match, If-Modified-Since) of an unchanged file is answered 304.
+    The request's user information and query (credentials) are ignored."""
 
     protocol_version = "HTTP/1.1"  # keep-alive, as real servers
     root = None  # set by HTTPFolderServer's subclass
+    versions = True  # set by HTTPFolderServer's subclass
 
     def log_message(self, format, *args):
         pass
@@ -310,9 +317,17 @@ class _FolderHandler(BaseHTTPRequestHandler):
 
     def _serve_file(self, path, send_body):
         """The file, or the byte range the request asks of it (206; 416 past its end)."""
-        size = os.path.getsize(path)
-        span = _byte_range(self.headers.get("Range"), size)
+        stat = os.stat(path)
+        size = stat.st_size
         kind = mimetypes.guess_type(path)[0] or "application/octet-stream"
+        version = {}
+        if self.versions:
+            version = {"ETag": f'"{stat.st_mtime_ns:x}-{size:x}"',
+                       "Last-Modified": email.utils.formatdate(stat.st_mtime, usegmt=True)}
+            if self._unchanged(version["ETag"], stat.st_mtime):
+                self._reply(304, b"", kind, False, version)
+                return
+        span = _byte_range(self.headers.get("Range"), size)
         if span is None:
             status, start, stop, extra = 200, 0, size, {}
         elif span == "unsatisfiable":
@@ -321,10 +336,24 @@ class _FolderHandler(BaseHTTPRequestHandler):
         else:
             (start, stop), status = span, 206
             extra = {"Content-Range": f"bytes {start}-{stop - 1}/{size}"}
+        extra.update(version)
         with open(path, "rb") as f:
             f.seek(start)
             body = f.read(stop - start) if send_body else b""
         self._reply(status, body, kind, send_body, extra, length=stop - start)
+
+    def _unchanged(self, etag, mtime):
+        """Whether the request's conditions say the client holds this version."""
+        match = self.headers.get("If-None-Match")
+        if match is not None:
+            return match.strip() == "*" or etag in [t.strip() for t in match.split(",")]
+        since = self.headers.get("If-Modified-Since")
+        if since:
+            try:
+                return int(mtime) <= email.utils.parsedate_to_datetime(since).timestamp()
+            except (TypeError, ValueError):
+                return False
+        return False
 
     def _reply(self, status, body, kind, send_body, extra=None, length=None):
         """Sends a response: Content-Length `length` (else the body's), `extra` headers."""
@@ -360,16 +389,20 @@ def _byte_range(header, size):
 
 class HTTPFolderServer:
     """A threaded, read-only, quiet HTTP/1.1 server of the folder `root` on 127.0.0.1
-    and a free port: GET and HEAD, byte ranges (206), folder listings, 404."""
+    and a free port: GET and HEAD, byte ranges (206), folder listings, 404; each file's
+    ETag and Last-Modified, and 304 to a conditional request of an unchanged one
+    (`versions=False`: none of them, as a server that gives no version)."""
 
-    def __init__(self, root):
+    def __init__(self, root, versions=True):
         self.root = os.path.abspath(os.fspath(root))
+        self.versions = versions
         self.host, self.port = HOST, None
         self._server = self._thread = self._connections = None
 
     def start(self):
         """Starts serving; returns self."""
-        handler = type("FolderHandler", (_FolderHandler,), {"root": self.root})
+        handler = type("FolderHandler", (_FolderHandler,), {"root": self.root,
+                                                            "versions": self.versions})
         self._server = _FolderHTTPServer((HOST, 0), handler)
         self._connections = _Connections(self._server)
         self.port = self._server.server_address[1]
@@ -532,6 +565,8 @@ class FaultProxy:
       forwarded; requests on different connections wait at once, as with a real remote
       store;
     - `fail_next(n, status)`: the next n requests get an immediate error response;
+    - `fail_for(seconds, status)`: every request for that long does (a store down a
+      while, or throttling everyone);
     - `truncate_next(n, keep)`: the next n responses with a body send the full
       Content-Length, then only `keep` bytes of body, then close the connection;
     - `stop()` / `start()`: the server dies (every connection cut) and comes back on the
@@ -551,6 +586,7 @@ class FaultProxy:
         self._requests = 0
         self.seen = []  # "METHOD target" of every request read, in order
         self._fail, self._truncate = _Pending(), _Pending()
+        self._fail_until, self._fail_status = 0.0, 503
         self._stopping = threading.Event()
         self._stopping.set()
         self._listener = self._acceptor = None
@@ -617,6 +653,16 @@ class FaultProxy:
         `status` response with an S3 error body instead of being forwarded."""
         with self._lock:
             self._fail.arm(n, status, path)
+
+    def fail_for(self, seconds, status=503):
+        """Every request for the next `seconds` gets an immediate `status` response."""
+        with self._lock:
+            self._fail_until, self._fail_status = time.monotonic() + seconds, status
+
+    def count(self, part):
+        """How many requests so far had `part` in their method and target."""
+        with self._lock:
+            return sum(part in line for line in self.seen)
 
     def truncate_next(self, n=1, keep=0, path=None):
         """The next `n` responses with a body (to requests whose path holds `path`, if
@@ -690,6 +736,9 @@ class FaultProxy:
             self.seen.append(f"{method} {target}")
         keep_alive = head.get("connection").lower() != "close"
         status = self._take(self._fail, target)
+        with self._lock:
+            if status is None and time.monotonic() < self._fail_until:
+                status = self._fail_status
         if status is not None:
             conn.sendall(_error_response(status, head_only=method == "HEAD"))
             return keep_alive
@@ -774,12 +823,12 @@ def s3(request):
 
 @pytest.fixture
 def http_folder():
-    """A factory: `http_folder(root)` serves the folder `root` (an HTTPFolderServer,
-    started); every server it made is stopped after the test."""
+    """A factory: `http_folder(root, versions=True)` serves the folder `root` (an
+    HTTPFolderServer, started); every server it made is stopped after the test."""
     servers = []
 
-    def serve(root):
-        servers.append(HTTPFolderServer(root).start())
+    def serve(root, versions=True):
+        servers.append(HTTPFolderServer(root, versions).start())
         return servers[-1]
 
     yield serve
