@@ -5,11 +5,28 @@ has an implementation for) is a remote path; `file://` and plain paths are local
 `Store` holds the options to open them (`storage_options=`, as fsspec takes them) and
 does every remote operation a generator needs, once and deterministically (listings are
 sorted as the local walk sorts), concurrently where there are many (an I/O thread pool
-of its own, so latency is not paid one object at a time), and with retries: a transfer
-that fails or comes back shorter than the listing said is tried again, then is a
-ConnectionError naming the object and the attempts. A missing object is
-FileNotFoundError naming it at once (with on_error="skip" a generator skips it as a
-missing local file). A transfer error is never taken for a bad file.
+of its own, so latency is not paid one object at a time), and with one retry budget per
+object: the clients' own retries are turned off where they can be (s3fs, botocore), a
+transfer that fails or comes back shorter than the listing said is tried again (RETRIES
+times, backing off, within DEADLINE seconds of its first attempt), then is a
+ConnectionError naming the object, the attempts and the store. A store whose last
+BREAKER requests all failed, for any objects, is held down (`_Breaker`): one probe at a
+time goes to it, the other requests wait, so a store that is down is named within
+seconds and never sees a storm of retries. A missing object is FileNotFoundError naming
+it at once (with on_error="skip" a generator skips it as a missing local file). A
+transfer error is never taken for a bad file.
+
+With a `RemoteCache`, what is read is kept, keyed by the object's URL (without its
+secrets) and its version (ETag, generation or modification time, and size). The
+versions are asked again at each epoch (`forget`): one listing per folder where a
+listing gives them (S3, GCS, memory), a HEAD request per object where it does not
+(HTTP); an object whose store gives no version at all is never kept (read anew each
+time, shards copied once per process), with a warning. So a changed object is fetched
+again from the next epoch on, in this run and the next.
+
+Secrets (a URL's password or query tokens, `storage_options` credentials) are made known
+to `kerasgen._redact` once, never written to the cache, and kept out of this module's
+messages.
 """
 
 from __future__ import annotations
@@ -19,13 +36,15 @@ import re
 import threading
 import time
 import urllib.parse
+import uuid
+import zlib
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import IO, Any, NoReturn
 
 import numpy as np
 
-from kerasgen import _checks
+from kerasgen import _atomic, _redact
 from kerasgen.sources import _remote_cache
 from kerasgen.sources._remote_cache import RemoteCache
 
@@ -33,6 +52,13 @@ PIP = 'pip install "kerasgen3[remote]"'
 _URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.\-]*://")
 IO_THREADS = 32  # transfers in flight at once per process (waiting, not computing)
 _PENDING_MAX = 4096  # objects fetched ahead and not yet read, at most
+RETRIES = 3  # further attempts of one object after a failed transfer
+BACKOFF = 0.1  # seconds before the first retry, doubled for each next one (jittered)
+DEADLINE = 5.0  # seconds after an object's first attempt: no attempt starts later
+BREAKER = 8  # failed requests in a row (any objects) that hold a store down
+PROBE_WAITS = (0.5, 1.0, 2.0)  # seconds between probes of a store held down
+CONNECT_TIMEOUT, READ_TIMEOUT = 5.0, 15.0  # HTTP(S), as s3fs's own for S3
+_OWN_RETRIES = ("gs", "gcs")  # clients retrying themselves, unchangeably: one attempt here
 
 
 def is_url(path: Any) -> bool:
@@ -68,9 +94,10 @@ def _fsspec() -> Any:
 def check_options(storage_options: Any) -> dict[str, Any]:
     if storage_options is None:
         return {}
-    if not isinstance(storage_options, Mapping):
-        _checks.fail("storage_options", "a dict of fsspec filesystem options (None: "
-                     "none)", storage_options, TypeError)
+    if not isinstance(storage_options, Mapping):  # never echoed: it may hold a secret
+        raise TypeError("`storage_options` must be a dict of fsspec filesystem options "
+                        "(None: none). Received: "
+                        f"{_redact.describe_options(storage_options)}.")
     return dict(storage_options)
 
 
@@ -79,8 +106,8 @@ def check_cache(remote_cache: Any) -> RemoteCache | None:
         return remote_cache
     if isinstance(remote_cache, (str, os.PathLike)):
         return RemoteCache(remote_cache)
-    return _checks.fail("remote_cache", "a folder path or a kg.RemoteCache (None: no "
-                        "cache)", remote_cache, TypeError)
+    raise TypeError("`remote_cache` must be a folder path or a kg.RemoteCache (None: no "
+                    f"cache). Received: remote_cache={_redact.redact(repr(remote_cache))}")
 
 
 class Store:
@@ -92,39 +119,59 @@ class Store:
         cache: a RemoteCache for local copies of what is read, or None. Shards (read by
             position, not whole) always get a local copy: without a cache, in this
             process's temporary folder.
-        retries: further attempts after a failed transfer (waiting 0.1 s, then twice as
-            long each time).
+        retries: further attempts after a failed transfer (waiting about 0.1 s, then
+            twice as long each time), all within `deadline`.
         io_threads: transfers in flight at once for `prefetch`.
+        deadline: seconds after an object's first attempt after which no other starts
+            (a request under way ends by its client's time-outs).
     """
 
     def __init__(self, storage_options: Mapping[str, Any] | None = None,
-                 cache: RemoteCache | None = None, retries: int = 3,
-                 io_threads: int = IO_THREADS) -> None:
+                 cache: RemoteCache | None = None, retries: int = RETRIES,
+                 io_threads: int = IO_THREADS, deadline: float = DEADLINE) -> None:
         self.storage_options = check_options(storage_options)
         self.cache = cache
         self.retries = retries
         self.io_threads = io_threads
+        self.deadline = deadline
         self.sizes: dict[str, int] = {}  # url -> size, as a listing gave it
-        self.versions: dict[str, str] = {}  # url -> ETag or modification time
+        self.versions: dict[str, str] = {}  # url -> "ETag or time:size" (":size": none)
+        self._checked: dict[str, int] = {}  # url -> the round its version was asked in
+        self._copied: dict[str, str] = {}  # url -> the version of its local copy
+        self._folders: set[str] = set()  # folders whose listings gave versions
+        self._round = 0  # epochs begun (forget); a version of an earlier one is asked again
+        self._token = uuid.uuid4().hex  # this store and its copies in worker processes
+        self._signal: str | None = None  # the file whose change tells a copy of a round
         self._setup()
 
     def _setup(self) -> None:
+        _redact.remember(_redact.option_secrets(self.storage_options))
         self._fs: dict[str, Any] = {}
         self._lock = threading.Lock()
         self._pending: dict[str, Future[np.ndarray]] = {}
         self._reading: dict[str, Future[np.ndarray]] = {}  # fetches `read` is making now
         self._recent: dict[str, None] = {}  # URLs read lately (oldest first)
         self._pool: tuple[int, ThreadPoolExecutor] | None = None
+        self._breakers: dict[str, _Breaker] = {}
+        self._listings: dict[tuple[str, int], Future[None]] = {}  # folder, round
+        self._warned: set[str] = set()  # stores said to give no version
+        self._seen_signal: tuple[int, int] | None = None  # the signal file, as last seen
 
     def __getstate__(self) -> dict[str, Any]:
+        if self._signal is None and self.versions:  # copies will hear of each round
+            self._signal = os.path.join(_remote_cache.scratch().folder,
+                                        f"round-{self._token}")
         state = self.__dict__.copy()
-        for name in ("_fs", "_lock", "_pending", "_reading", "_recent", "_pool"):
+        for name in ("_fs", "_lock", "_pending", "_reading", "_recent", "_pool",
+                     "_breakers", "_listings", "_warned", "_seen_signal"):
             state.pop(name)
+        state["_copy"] = True
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
         self._setup()
+        self._current_round()  # the original may have begun an epoch since it was pickled
 
     # ------------------------------------------------------------- filesystems
     def filesystem(self, url: str) -> tuple[Any, str]:
@@ -136,22 +183,35 @@ class Store:
             try:
                 fs, _ = fsspec.core.url_to_fs(url, **self._options(name))
             except ImportError as error:
-                raise ImportError(f"Reading {url} needs fsspec's {protocol(url)!r} "
-                                  f"filesystem: {error} ({PIP} installs s3fs, gcsfs and "
-                                  "aiohttp)") from error
+                raise ImportError(f"Reading {_redact.redact(url)} needs fsspec's "
+                                  f"{protocol(url)!r} filesystem: {error} ({PIP} installs "
+                                  "s3fs, gcsfs and aiohttp)") from error
             except ValueError as error:  # an unknown protocol
-                raise ValueError(f"Cannot open {url}: {error}") from error
+                raise ValueError(_redact.redact(f"Cannot open {url}: {error}")) from error
+            if type(fs).__module__.startswith("s3fs."):
+                fs.retries = 1  # s3fs's own loop (5 by default) off: one budget, ours
+            _redact.guard_logging()  # the storage libraries' log records redacted
             self._fs[name] = fs
         return fs, fsspec.core.strip_protocol(url)
 
     def _options(self, name: str) -> dict[str, Any]:
-        """The filesystem options for protocol `name`: storage_options, and for S3 as
-        many pooled connections as I/O threads (botocore keeps 10), unless given."""
+        """The filesystem options for protocol `name`: storage_options, and unless they
+        say otherwise, for S3 as many pooled connections as I/O threads (botocore keeps
+        10) and no retries of botocore's own (kerasgen's are the budget), for HTTP(S)
+        time-outs as s3fs's (aiohttp waits 5 minutes)."""
         options = dict(self.storage_options)
         if name in ("s3", "s3a"):
             config = dict(options.get("config_kwargs") or {})
             config.setdefault("max_pool_connections", max(self.io_threads, 10))
+            config.setdefault("retries", {"total_max_attempts": 1, "mode": "standard"})
             options["config_kwargs"] = config
+        elif name in ("http", "https"):
+            client = dict(options.get("client_kwargs") or {})
+            if "timeout" not in client:
+                import aiohttp
+                client["timeout"] = aiohttp.ClientTimeout(
+                    total=None, sock_connect=CONNECT_TIMEOUT, sock_read=READ_TIMEOUT)
+            options["client_kwargs"] = client
         return options
 
     def canon(self, url: str) -> str:
@@ -169,41 +229,105 @@ class Store:
         """The URL of `path` in `fs`, as a generator names it."""
         return path if _URL.match(path) else fs.unstrip_protocol(path)
 
-    def _note(self, url: str, info: Mapping[str, Any]) -> None:
+    def _note(self, url: str, info: Mapping[str, Any], round_: int | None = None) -> None:
+        """Keeps the size and version of `url` from `info` (a listing's entry, or `info`),
+        as asked in `round_` (this one by default) when it holds a version."""
         size = info.get("size")
         if isinstance(size, int):
             self.sizes[url] = size
-        version = next((_stamp(info[k]) for k in ("ETag", "etag", "md5Hash", "generation",
-                                                  "LastModified", "mtime", "updated",
-                                                  "created")
+        version = next((_stamp(info[k]) for k in _VERSION_FIELDS
                         if info.get(k) is not None), "")
         self.versions[url] = f"{version}:{size}"
+        if version:
+            self._checked[url] = self._round if round_ is None else round_
+            if not _is_web(url):
+                self._folders.add(url.rsplit("/", 1)[0])
 
-    def _retrying(self, what: str, url: str, call: Callable[[], Any]) -> Any:
-        """call(), tried again on a transfer error; FileNotFoundError and PermissionError
-        at once, naming `url`."""
-        last: Any = None
-        for attempt in range(self.retries + 1):
-            if attempt:
-                time.sleep(min(0.1 * 2 ** (attempt - 1), 2.0))
+    # ------------------------------------------------------------- retries
+    def _store_name(self, url: str) -> str:
+        """The store `url` is an object of, in words: its bucket or host (and endpoint)."""
+        scheme, _, rest = url.partition("://")
+        host = rest.split("/", 1)[0].rsplit("@", 1)[-1].split("?", 1)[0]
+        name = f"{scheme}://{host}"
+        if scheme in ("s3", "s3a"):
+            client = self.storage_options.get("client_kwargs") or {}
+            endpoint = (client.get("endpoint_url") if isinstance(client, Mapping) else None
+                        ) or self.storage_options.get("endpoint_url")
+            if endpoint:
+                name += f" at {endpoint}"
+        return _redact.redact(name)
+
+    def _breaker(self, url: str) -> _Breaker:
+        name = self._store_name(url)
+        breaker = self._breakers.get(name)
+        if breaker is None:
+            with self._lock:
+                breaker = self._breakers.setdefault(name, _Breaker(name))
+        return breaker
+
+    def _limit(self, url: str) -> int:
+        """Attempts an object of `url` gets here: one where the client retries itself
+        and cannot be told not to (gcsfs)."""
+        return 1 if protocol(url) in _OWN_RETRIES else self.retries + 1
+
+    def _retrying(self, what: str, url: str, call: Callable[[], Any],
+                  attempts: _Attempts | None = None) -> Any:
+        """call(), tried again on a transfer error within the object's budget (`attempts`:
+        what earlier tries of it spent); FileNotFoundError and PermissionError at once,
+        naming `url`."""
+        attempts = _Attempts() if attempts is None else attempts
+        if attempts.started is None:
+            attempts.started = time.monotonic()
+        deadline = attempts.started + self.deadline
+        breaker = self._breaker(url)
+        limit = self._limit(url)
+        while True:
+            if attempts.used >= limit:
+                self._give_up(what, url, attempts, breaker)
+            if attempts.used:
+                wait = _backoff(url, attempts.used)
+                if time.monotonic() + wait > deadline:
+                    self._give_up(what, url, attempts, breaker)
+                time.sleep(wait)
+            admitted = breaker.admit(deadline)
+            if admitted is None:  # held down until the deadline
+                self._give_up(what, url, attempts, breaker)
+            attempts.used += 1
+            failure: str | None = None
             try:
                 return call()
             except FileNotFoundError as error:
                 if not _transfer_error(error):
                     raise FileNotFoundError(f"{what[0].upper() + what[1:]} not found: "
-                                            f"{url}") from None
+                                            f"{_redact.redact(url)}") from None
                 cause = error.__cause__
-                last = f"{type(cause).__name__}: {cause}"
+                failure = f"{type(cause).__name__}: {cause}"
             except PermissionError as error:
-                raise PermissionError(f"Cannot read {what} {url}: {error}. Pass the "
-                                      "credentials as storage_options=.") from error
+                raise PermissionError(_redact.redact(
+                    f"Cannot read {what} {url}: {error}. Pass the credentials as "
+                    "storage_options=.")) from _redact.redact_error(error)
             except _Short as error:
-                last = error
+                failure = str(error)
             except Exception as error:  # noqa: BLE001 - every transport's own errors
-                last = f"{type(error).__name__}: {error}"
-        raise ConnectionError(f"Cannot read {what} {url}: {last} (after "
-                              f"{self.retries + 1} attempts). Check the connection and "
-                              "the server, then run again.")
+                failure = f"{type(error).__name__}: {error}"
+            finally:
+                breaker.done(probe=admitted is False, failure=failure)
+            attempts.last = _redact.redact(failure)
+
+    def _give_up(self, what: str, url: str, attempts: _Attempts,
+                 breaker: _Breaker) -> NoReturn:
+        took = time.monotonic() - (attempts.started or time.monotonic())
+        down = (f"{breaker.name} failed its last {breaker.failures} requests, for any "
+                "object, and was held down (one probe at a time)")
+        if attempts.used:
+            plural = "s" if attempts.used != 1 else ""
+            why = (f"{attempts.last} (after {attempts.used} attempt{plural} in {took:.1f} "
+                   f"s{'; ' + down if breaker.down() else ''})")
+        else:
+            why = f"{down}, the latest: {breaker.last} (not sent in {took:.1f} s)"
+        raise ConnectionError(_redact.redact(
+            f"Cannot read {what} {url}: {why}. Check the connection and the server, then "
+            "run again."))
 
     # ------------------------------------------------------------- listings
     def find(self, url: str, what: str = "folder") -> list[tuple[str, str]]:
@@ -211,6 +335,7 @@ class Store:
         prefix), in the local walk's order: a folder's files sorted by name, then its
         subfolders; names starting with '.' are left out at any depth. Empty when there
         is nothing there."""
+        _remember(url)
         fs, path = self.filesystem(url)
         web = _is_web(url)
         if web:  # fsspec's links are quoted: the root must be too
@@ -260,6 +385,7 @@ class Store:
         for by itself (a server without listings)."""
         folders: dict[str, list[int]] = {}
         for i, url in enumerate(urls):
+            _remember(url)
             folders.setdefault(url.rsplit("/", 1)[0], []).append(i)
         result = [False] * len(urls)
 
@@ -303,14 +429,101 @@ class Store:
         return True
 
     def version(self, path: str) -> str | None:
-        """The version of the object `path` (ETag or time, and size) as its listing
-        gave it, or asked for now; None for a local path."""
+        """The version of the object `path` (ETag or time, and size) as asked this epoch
+        (its listing, or asked for now; "unversioned ..." for a store that gives none:
+        one of this store alone); None for a local path."""
         if not is_url(path):
             return None
-        canon = self.canon(path)
-        if canon not in self.versions and not self._info(path, "file"):
-            self._missing(path, "file")
-        return self.versions[canon]
+        version = self._confirmed(path, "file")
+        return f"unversioned {self._token}" if version is None else version
+
+    # ------------------------------------------------------------- versions, by epoch
+    def _current_round(self) -> int:
+        """The epoch round: this store's own, or in a copy (a worker process) one more
+        each time the original began an epoch (its signal file changed)."""
+        if self._signal is not None and getattr(self, "_copy", False):
+            mark = _mark(self._signal)
+            if mark != self._seen_signal:
+                self._seen_signal = mark
+                try:
+                    with open(self._signal, encoding="utf-8") as f:
+                        told = int(f.read())
+                except (OSError, ValueError):
+                    told = self._round
+                if told > self._round:
+                    self._next_round(told)
+        return self._round
+
+    def _next_round(self, round_: int | None = None) -> None:
+        with self._lock:
+            self._round = self._round + 1 if round_ is None else round_
+            self._listings.clear()
+            pending, self._pending = self._pending, {}
+            self._recent.clear()
+        for future in pending.values():
+            future.cancel()
+
+    def _confirmed(self, url: str, what: str) -> str | None:
+        """The version of `url` as asked this round ("stamp:size"), asked now when it was
+        not (one listing of its folder where listings give versions, else a HEAD
+        request); None when its store gives none."""
+        canon = self.canon(url)
+        round_ = self._current_round()
+        if self._checked.get(canon) != round_:
+            if not _is_web(canon):
+                self._list_folder(canon.rsplit("/", 1)[0], round_)
+            if self._checked.get(canon) != round_ and not self._info(url, what):
+                self._missing(url, what)
+        version = self.versions[canon]
+        if self._checked.get(canon) == round_:
+            return version
+        name = self._store_name(canon)
+        if name not in self._warned:
+            self._warned.add(name)
+            _redact.warn(
+                f"{name} gives no version (ETag, Last-Modified, generation) of {canon}, so "
+                "`remote_cache` could not tell when such an object changes: objects of "
+                "this store are not kept in it but read anew each time (shards copied "
+                "once per process). Serve ETag or Last-Modified headers to cache them.",
+                stacklevel=2)
+        return None
+
+    def _list_folder(self, folder: str, round_: int) -> None:
+        """One listing of `folder` for this round, shared by the threads that need it:
+        it notes the versions of every object in it."""
+        with self._lock:
+            future = self._listings.get((folder, round_))
+            mine = future is None
+            if mine:
+                future = self._listings[(folder, round_)] = Future()
+        assert future is not None
+        if not mine:
+            future.result()
+            return
+        try:
+            fs, path = self.filesystem(folder)
+            fs.invalidate_cache(path)
+            try:
+                entries = self._retrying("folder", folder,
+                                         lambda: fs.ls(path, detail=True))
+            except (FileNotFoundError, NotADirectoryError):
+                entries = []  # its objects are asked for one by one: missing
+            for info in entries:
+                if info.get("type") != "directory":
+                    self._note(self.url(fs, info["name"]), info, round_)
+        except BaseException as error:
+            with self._lock:  # the next reader asks again
+                self._listings.pop((folder, round_), None)
+            future.set_exception(error)
+            raise
+        future.set_result(None)
+
+    def _known_key(self, url: str) -> str | None:
+        """The cache key of `url` when its version was asked this round (no request)."""
+        canon = self.canon(url)
+        if self._checked.get(canon) != self._round:
+            return None
+        return RemoteCache.key(canon, self.versions[canon])
 
     def isdir(self, url: str) -> bool:
         fs, path = self.filesystem(url)
@@ -318,6 +531,7 @@ class Store:
 
     def ls_folders(self, url: str) -> list[str]:
         """The names of the subfolders of `url`, sorted (hidden ones left out)."""
+        _remember(url)
         fs, path = self.filesystem(url)
         fs.invalidate_cache(path)
         entries = self._retrying("folder", url, lambda: fs.ls(path, detail=True))
@@ -327,6 +541,7 @@ class Store:
 
     def expand(self, pattern: str) -> list[str]:
         """The URLs matching the glob `pattern`, sorted."""
+        _remember(pattern)
         fs, path = self.filesystem(pattern)
         fs.invalidate_cache()
         found = self._retrying("glob pattern", pattern,
@@ -344,17 +559,16 @@ class Store:
     def read(self, url: str, what: str = "image file") -> np.ndarray:
         """The bytes of the object `url` as uint8 (fetched ahead by `prefetch`, from the
         cache, or now; a fetch another thread is making now is waited for, not made
-        twice)."""
+        twice). A fetch ahead that failed is that fetch's error: its retries were the
+        object's."""
+        _remember(url)
         with self._lock:
-            future = self._pending.pop(url, None)
+            entry = self._pending.pop(url, None)
             self._recent[url] = None  # read: not to be fetched ahead again this epoch
             while len(self._recent) > _PENDING_MAX:
                 self._recent.pop(next(iter(self._recent)))
-        if future is not None:
-            try:
-                return future.result()
-            except Exception:  # noqa: BLE001 - fetched ahead, maybe long ago: ask again now
-                pass
+        if entry is not None and not entry.cancelled():
+            return entry.result()
         with self._lock:
             shared = self._reading.get(url)
             if shared is None:
@@ -374,18 +588,15 @@ class Store:
                 self._reading.pop(url, None)
         return data
 
-    def _key(self, url: str) -> str:
-        """`url`'s entry name in the cache."""
-        canon = self.canon(url)
-        return RemoteCache.key(canon, self.versions.get(canon, ""))
-
     def _fetch(self, url: str, what: str) -> np.ndarray:
         key = None
         if self.cache is not None:
-            key = self._key(url)
-            held = self.cache.get_bytes(key)
-            if held is not None:
-                return np.frombuffer(held, np.uint8)
+            version = self._confirmed(url, what)
+            if version is not None:
+                key = RemoteCache.key(self.canon(url), version)
+                held = self.cache.get_bytes(key)
+                if held is not None:
+                    return np.frombuffer(held, np.uint8)
         fs, path = self.filesystem(url)
         canon = self.url(fs, path)
         expected = self.sizes.get(canon)
@@ -408,27 +619,39 @@ class Store:
 
     def prefetch(self, urls: Iterable[str], what: str = "image file") -> None:
         """Starts fetching `urls` on the I/O threads; `read` then waits for them. An
-        object this process has read from the cache before is left to `read` (one
-        local read, no transfer)."""
+        object this process has read from the cache before (its version asked this
+        epoch) is left to `read` (one local read, no transfer)."""
         pool = self._executor()
         cache = self.cache
+        self._current_round()
         with self._lock:
             for url in urls:
-                if url in self._pending or url in self._recent or (
-                        cache is not None and cache.known(self._key(url))):
-                    continue  # fetched ahead, read already, or a known local copy
+                if url in self._pending or url in self._recent:
+                    continue  # fetched ahead, or read already
+                if cache is not None:
+                    key = self._known_key(url)
+                    if key is not None and cache.known(key):
+                        continue  # a known local copy
                 while len(self._pending) >= _PENDING_MAX:  # the oldest, never read
                     self._pending.pop(next(iter(self._pending))).cancel()
                 self._pending[url] = pool.submit(self._fetch, url, what)
 
     def forget(self) -> None:
-        """Drops what was fetched ahead and not read (an epoch ended: every object may
-        be read, and fetched ahead, again)."""
-        with self._lock:
-            pending, self._pending = self._pending, {}
-            self._recent.clear()
-        for future in pending.values():
-            future.cancel()
+        """An epoch ended: drops what was fetched ahead and not read (every object may
+        be read, and fetched ahead, again), and the versions are asked again before
+        the cache answers (worker processes' copies hear of it through a file)."""
+        self._next_round()
+        if self.cache is not None and not getattr(self, "_copy", False):
+            pool, round_ = self._executor(), self._round
+            for folder in list(self._folders):  # asked now: ready when the epoch reads
+                pool.submit(_quietly, self._list_folder, folder, round_)
+        if self._signal is not None and not getattr(self, "_copy", False):
+            try:
+                os.makedirs(os.path.dirname(self._signal), exist_ok=True)
+                with _atomic.replacing(self._signal, "w") as f:
+                    f.write(str(self._round))
+            except OSError:  # the copies' cache answers on: no worse than before
+                pass
 
     def _executor(self) -> ThreadPoolExecutor:
         if self._pool is None or self._pool[0] != os.getpid():  # remade after a fork
@@ -443,15 +666,33 @@ class Store:
 
     def local_copy(self, url: str, what: str = "shard") -> str:
         """A local file holding the object `url`: its path in the cache (downloaded
-        first when absent, in one stream, restarted on a transfer error)."""
-        cache = self.cache if self.cache is not None else _remote_cache.scratch()
+        first when absent, in one stream, restarted on a transfer error). Copied again
+        (another process's cache removed it), an object that changed since its first
+        copy is an error: what was read of the first (an index) no longer holds."""
+        _remember(url)
         fs, path = self.filesystem(url)
         canon = self.url(fs, path)
-        if canon not in self.versions and not self._info(url, what):
-            self._missing(url, what)
+        version = self._confirmed(url, what)
+        again = canon in self._copied  # copied before: what it found must still hold
+        first = self._copied.setdefault(canon, version or "")
+        if version is None:  # no version: never kept for another run to trust
+            cache, key = _remote_cache.scratch(), RemoteCache.key(
+                canon, f"unversioned {self._token}")
+        else:
+            cache = self.cache if self.cache is not None else _remote_cache.scratch()
+            key = RemoteCache.key(canon, version)
         expected = self.sizes.get(canon)
 
         def fill(f: IO[bytes]) -> None:
+            if again and first:  # its version now, asked of the store
+                if not self._info(url, what):
+                    self._missing(url, what)
+                if self.versions[canon] != first:
+                    raise ValueError(_redact.redact(
+                        f"The {what} {canon} changed since this generator read it "
+                        f"(version {first}, now {self.versions[canon]}): what it found "
+                        "in it no longer holds. Build the generator again."))
+
             def download() -> None:
                 f.seek(0)
                 f.truncate()
@@ -464,10 +705,111 @@ class Store:
                     raise _Short(f"got {got} of its {expected} bytes")
             self._retrying(what, url, download)
 
-        return cache.path(RemoteCache.key(canon, self.versions.get(canon, "")), fill, url)
+        return cache.path(key, fill, url)
 
     def _missing(self, url: str, what: str) -> NoReturn:
-        raise FileNotFoundError(f"{what[0].upper() + what[1:]} not found: {url}")
+        raise FileNotFoundError(f"{what[0].upper() + what[1:]} not found: "
+                                f"{_redact.redact(url)}")
+
+
+_VERSION_FIELDS = ("ETag", "etag", "md5Hash", "generation", "LastModified", "mtime",
+                   "updated", "Last-Modified", "created")
+
+
+class _Attempts:
+    """What the transfers of one object spent of its budget: attempts, since when, and
+    the last failure (in words)."""
+
+    __slots__ = ("used", "started", "last")
+
+    def __init__(self) -> None:
+        self.used = 0
+        self.started: float | None = None
+        self.last: str | None = None
+
+
+class _Breaker:
+    """What this process's requests found of one store (a bucket, a host). After
+    BREAKER failed requests in a row, for any objects, it is held down: one probe at a
+    time is sent (the first PROBE_WAITS[0] s later, then further apart), the other
+    requests wait for a probe to succeed, each until its own deadline. A request that
+    gets an answer (data, a 404) closes it."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.failures = 0  # failed requests in a row
+        self.last = ""  # the latest failure, in words
+        self._until = 0.0  # no probe before then (time.monotonic)
+        self._probes = 0  # failed probes since it was held down
+        self._probing = False
+        self._cond = threading.Condition()
+
+    def down(self) -> bool:
+        return self.failures >= BREAKER
+
+    def admit(self, deadline: float) -> bool | None:
+        """Waits until a request may be sent: True (the store is up), False (send it,
+        as the probe), None (held down until `deadline`)."""
+        with self._cond:
+            while True:
+                if self.failures < BREAKER:
+                    return True
+                now = time.monotonic()
+                if not self._probing and now >= self._until:
+                    self._probing = True
+                    return False
+                if now >= deadline:
+                    return None
+                wake = deadline if self._probing else min(deadline, self._until)
+                self._cond.wait(max(wake - now, 0.001))
+
+    def done(self, probe: bool, failure: str | None) -> None:
+        """A request ended: `failure` in words, or None (it got an answer)."""
+        with self._cond:
+            if probe:
+                self._probing = False
+            if failure is None:
+                self.failures = self._probes = 0
+            else:
+                self.failures += 1
+                self.last = _redact.redact(failure)
+                if probe or self.failures == BREAKER:
+                    self._probes += int(probe)
+                    wait = PROBE_WAITS[min(self._probes, len(PROBE_WAITS) - 1)]
+                    self._until = time.monotonic() + wait
+            self._cond.notify_all()
+
+
+def _backoff(url: str, attempt: int) -> float:
+    """The wait before retry `attempt` (1, 2, ...) of `url`: BACKOFF doubled each time,
+    drawn between half and all of it (jitter: retries of many objects spread out),
+    the draw a pure function of the object, the attempt and the process."""
+    draw = zlib.crc32(f"{os.getpid()} {attempt} {url}".encode()) / 0xFFFFFFFF
+    return BACKOFF * 2 ** (attempt - 1) * (0.5 + 0.5 * draw)
+
+
+def _quietly(call: Callable[..., Any], *args: Any) -> None:
+    """call(*args), its error left to the next caller that needs what it makes."""
+    try:
+        call(*args)
+    except Exception:  # noqa: BLE001 - a reader asks again, and raises
+        pass
+
+
+def _remember(url: str) -> None:
+    """Makes the secrets of `url` known to kerasgen._redact (a URL with no user
+    information or query has none: nothing to parse)."""
+    if "@" in url or "?" in url:
+        _redact.remember_url(url)
+
+
+def _mark(path: str) -> tuple[int, int] | None:
+    """What identifies the file `path` now (replaced: another), None when absent."""
+    try:
+        stat = os.stat(path)
+    except OSError:
+        return None
+    return stat.st_ino, stat.st_mtime_ns
 
 
 def _one_request(fs: Any, size: int | None) -> dict[str, Any]:

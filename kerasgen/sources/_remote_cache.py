@@ -12,6 +12,11 @@ reading it (POSIX), and one opening it later fetches it again. A process remembe
 size and CRC32 of the entries it has read or written, so reading one again is one read
 of its data, still checked against that CRC32 (a removed or damaged entry is fetched
 again, as the first time), and marks its use at most every 30 seconds.
+
+Nothing secret is written: an entry's name is a hash of the object's URL without its
+credentials (`object_url`: no user information, no token or signature in its query, so
+a signed URL signed again tomorrow finds the same entry, checked by its version), and its
+JSON file holds the URL redacted.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ import contextlib
 import hashlib
 import json
 import os
+import re
 import shutil
 import tempfile
 import threading
@@ -28,10 +34,49 @@ import zlib
 from collections.abc import Callable
 from typing import IO, Any
 
-from kerasgen import _atomic, _checks
+from kerasgen import _atomic, _checks, _redact
 
 _CHUNK = 1 << 20
 _TOUCH_EVERY = 30.0  # seconds between two marks of use of one entry by one process
+# query parameters that carry a credential or a signature, not the object's identity:
+# tokens, keys, passwords; a signed URL's (S3's X-Amz-*, GCS's X-Goog-*, CloudFront's)
+_CREDENTIAL = re.compile(
+    r"(?i)^(x-amz-|x-goog-)|secret|passw|pwd|token|credential|signature|session|"
+    r"api.?key|access.?key|account.?key|private.?key|auth|^key$|^sig$|^sas|^expires$|"
+    r"^awsaccesskeyid$|^googleaccessid$|^policy$|^key-pair-id$")
+# an Azure SAS token's fields (with its `sig`): all of them change when it is signed again
+_AZURE_SAS = {"sv", "ss", "srt", "sp", "se", "st", "spr", "sr", "si", "sdd", "skoid",
+              "sktid", "skt", "ske", "sks", "skv", "ses", "rscc", "rscd", "rsce", "rscl",
+              "rsct", "sig"}
+
+
+def object_url(url: str) -> str:
+    """What identifies the object of `url` (a cache entry's name is made of it): `url`
+    without user information and without the query parameters that carry a credential
+    or a signature. Text after a '|' (a kind of copy: "URL|gunzipped") is kept."""
+    front, bar, kind = url.rpartition("|")
+    if bar and not any(c in kind for c in "/?=&"):
+        url = front
+    else:
+        bar = kind = ""
+    head, sep, rest = url.partition("://")
+    if not sep:
+        return url + bar + kind
+    authority, slash, path = rest.partition("/")
+    authority = authority.rsplit("@", 1)[-1]
+    path, hash_, fragment = path.partition("#")
+    path, question, query = path.partition("?")
+    if not slash:
+        authority, question, query = authority.partition("?")
+    if question:
+        pairs = [p for p in query.split("&") if p]
+        names = {p.partition("=")[0].lower() for p in pairs}
+        sas = "sig" in names
+        pairs = [p for p in pairs if not _CREDENTIAL.search(p.partition("=")[0]) and not (
+            sas and p.partition("=")[0].lower() in _AZURE_SAS)]
+        query = "&".join(pairs)
+        question = "?" if query else ""
+    return f"{head}://{authority}{slash}{path}{question}{query}{hash_}{fragment}{bar}{kind}"
 
 
 def crc32_of_file(path: str) -> int:
@@ -89,7 +134,10 @@ class RemoteCache:
 
     @staticmethod
     def key(url: str, version: str = "") -> str:
-        """The entry name of `url` at `version`."""
+        """The entry name of `url` at `version`: of `object_url(url)`, so no secret of
+        the URL takes part in it."""
+        if "@" in url or "?" in url:
+            url = object_url(url)
         return hashlib.sha256(f"{url}\n{version}".encode()).hexdigest()
 
     def _files(self, key: str) -> tuple[str, str]:
@@ -177,7 +225,8 @@ class RemoteCache:
             os.fsync(f.fileno())
         size, crc = os.path.getsize(data), crc32_of_file(data)
         with _atomic.replacing(meta, "w") as f:
-            json.dump({"url": url, "size": size, "crc32": crc}, f)
+            json.dump({"url": _redact.redact_url(object_url(url)), "size": size,
+                       "crc32": crc}, f)
         with self._lock:
             self._checked.add(key)
             self._known[key] = (size, crc, time.monotonic())
