@@ -101,8 +101,10 @@ class RemoteCache:
             (it is in use), and the others are removed.
 
     Pass it as `remote_cache=` to a generator, or a folder path for a cache without bound.
-    An entry is keyed by the object's URL and its version as the listing saw it (ETag or
-    modification time, with the size), so a changed object is fetched again.
+    An entry is keyed by the object's URL (without its credentials or signature) and its
+    version as the store reports it (ETag, generation, or modification time, with the
+    size), asked again at each epoch, so a changed object is fetched again; objects of a
+    store that reports no version are not kept (docs/remote.md).
     """
 
     def __init__(self, folder: str | os.PathLike[str], max_bytes: int | None = None) -> None:
