@@ -24,12 +24,11 @@ replays that pass from its start, without decoding.
 
 from __future__ import annotations
 
-import bz2
 import json
-import lzma
 import os
 import re
 import struct
+import sys
 import tarfile
 import threading
 import zlib
@@ -41,6 +40,7 @@ import numpy as np
 from keras.utils import PyDataset
 
 from kerasgen.pipeline import batching
+from kerasgen import _budget
 from kerasgen import _checks
 from kerasgen.sources import _remote
 from kerasgen import _images as images
@@ -64,6 +64,8 @@ KEEP = 4  # raw batches of records a stream keeps (asked for, or passed on the w
 _CHUNK = 1 << 18  # bytes read from a shard at once
 _TAIL = 1 << 15  # bytes kept of what a tar stream read last (its end check)
 _MAGIC = ((b"\x1f\x8b", "GZIP"), (b"BZh", "BZ2"), (b"\xfd7zXZ\x00", "XZ"))
+_SLACK = 1 << 16  # what tarfile reads ahead of a header, beyond the budget of its reads
+_KEY_COST = 40  # bytes a key remembered in a set costs beyond the string itself
 _INTEGER = re.compile(r"\s*[+-]?\d+\s*")
 
 Item = tuple[int, int, Any]  # (shard number, record number in the shard, raw record)
@@ -74,6 +76,15 @@ Shards = Union[str, "os.PathLike[str]", Sequence[Union[str, "os.PathLike[str]"]]
 class _Broken(ValueError):
     """A shard that cannot be read on; the message is the reason alone (the stream
     names the shard and the record)."""
+
+
+class _TooLarge(ValueError):
+    """A sample or record above max_record_bytes (`_budget.check`'s error in this
+    module); the stream names the shard and the record."""
+
+
+class _Overrun(Exception):
+    """tarfile read past `ShardStream.stop` (an extended header larger than the budget)."""
 
 
 # ------------------------------------------------------------------ bytes of a shard
@@ -92,18 +103,14 @@ def open_shard(name: str, storage_options: Mapping[str, Any]) -> IO[bytes]:
         raise FileNotFoundError(f"Shard not found: {name}") from None
 
 
-def _decompressor(kind: str) -> Any:
-    if kind in ("GZIP", "ZLIB"):
-        return zlib.decompressobj(31 if kind == "GZIP" else 15)
-    return bz2.BZ2Decompressor() if kind == "BZ2" else lzma.LZMADecompressor()
-
-
 class ShardStream:
     """`read(n)` over the bytes of the open file `f`, decompressed as `compression`
     says (None: not; "auto": as its first bytes say; "GZIP", "ZLIB", "BZ2", "XZ"),
-    concatenated streams in turn, each checked to its end marker: a stream cut short or
-    failing to decompress is a `_Broken` error. It counts the bytes it gave (`pos`) and,
-    with `tail=True`, keeps the last ones (`tail`)."""
+    concatenated streams in turn, each checked to its end marker, at most
+    `_budget.CHUNK` bytes decompressed at a time: a stream cut short or failing to
+    decompress is a `_Broken` error. It counts the bytes it gave (`pos`) and, with
+    `tail=True`, keeps the last ones (`tail`); a read past `stop` (when set) is an
+    `_Overrun`."""
 
     def __init__(self, f: IO[bytes], compression: str | None, tail: bool = False) -> None:
         self.f = f
@@ -112,10 +119,11 @@ class ShardStream:
             compression = next((k for magic, k in _MAGIC if self.head.startswith(magic)),
                                None)
         self.kind = compression
-        self._d = None if compression is None else _decompressor(compression)
-        self._input, self._fed, self._eof = self.head, False, False
+        self._inflater = None if compression is None else _budget.Inflater(compression)
+        self._input, self._eof = self.head, False
         self._buf, self._at = b"", 0  # decompressed bytes, and how many were given
         self.pos, self._keep = 0, tail
+        self.stop: int | None = None
         self._recent: deque[bytes] = deque()  # what was given last, _TAIL bytes or more
         self._recent_size = 0
 
@@ -132,6 +140,13 @@ class ShardStream:
     def tail(self) -> bytes:
         return b"".join(self._recent)
 
+    def peek(self, n: int) -> bytes:
+        """The next `n` bytes (fewer at the end), left to `read`."""
+        while len(self._buf) - self._at < n and not self._eof:
+            more = self._fill()
+            self._buf, self._at = self._buf[self._at:] + more, 0
+        return self._buf[self._at:self._at + n]
+
     def read(self, n: int = -1) -> bytes:
         parts = []
         while n != 0:
@@ -146,6 +161,8 @@ class ShardStream:
             self._at = end
         data = b"".join(parts)
         self.pos += len(data)
+        if self.stop is not None and self.pos > self.stop:
+            raise _Overrun
         if self._keep and data:
             self._recent.append(data)
             self._recent_size += len(data)
@@ -154,43 +171,80 @@ class ShardStream:
         return data
 
     def _fill(self) -> bytes:
-        """The next decompressed bytes (maybe none yet); at the end, b"" and _eof."""
-        data, self._input = self._input or self.f.read(_CHUNK), b""
-        if self._d is None:
-            self._eof = not data
-            return data
-        if not data:
-            if self._fed and not self._d.eof:
-                raise _Broken(f"it is truncated: its {self.kind} stream ends before its end "
-                              "marker (an interrupted download or copy?)")
-            self._eof = True
-            return b""
-        try:
-            out = self._d.decompress(data)
-        except (zlib.error, OSError, EOFError, lzma.LZMAError) as error:
-            raise _Broken(f"it is corrupt: its {self.kind} stream fails to decompress "
-                          f"({error})") from None
-        self._fed = True
-        if self._d.eof:  # a stream ended; what follows is the next one
-            self._input = self._d.unused_data
-            self._d, self._fed = _decompressor(str(self.kind)), False
-        return out
+        """The next bytes, at most `_budget.CHUNK` of them decompressed (maybe none
+        yet); at the end, b"" and _eof."""
+        inflater = self._inflater
+        while True:
+            if inflater is not None:
+                try:
+                    out = inflater.read()
+                except _budget.BadStream as error:
+                    raise _Broken(str(error)) from None
+                if out:
+                    return out
+            data, self._input = self._input or self.f.read(_CHUNK), b""
+            if inflater is None or not data:
+                self._eof = not data
+                if inflater is not None:
+                    try:
+                        inflater.finish()
+                    except _budget.BadStream as error:
+                        raise _Broken(str(error)) from None
+                return data
+            inflater.feed(data)
 
 
-def tar_samples(f: IO[bytes]) -> Iterator[dict[str, Any]]:
+def tar_samples(f: IO[bytes], limit: int | None = _budget.MAX_RECORD_BYTES,
+                fields: Iterable[str] | None = None) -> Iterator[dict[str, Any]]:
     """The samples of the tar shard open as `f` (gzip, bzip2 or xz compressed, or not),
     streamed: its regular members grouped by key as webdataset groups them
     ({"__key__": key, field: bytes}, metadata members and names without a field left
-    out). The archive must end with tar's end-of-archive marker; a shard cut short or
-    corrupt anywhere, a key met again after others, or a field twice in a sample, is a
-    `_Broken` error."""
+    out; with `fields`, the data of the members of other fields is passed over, not
+    read: their field holds None). The archive must end with tar's end-of-archive
+    marker; a shard cut short or corrupt anywhere, a key met again after others, or a
+    field twice in a sample, is a `_Broken` error.
+
+    `limit` (max_record_bytes; None: none) bounds what one sample may take in memory,
+    checked before anything is read for it: a member's declared size, a sample's
+    members together (the data read, and 512 bytes for each member not read), tarfile's
+    own reads of a header (a pax header or a GNU long name declaring gigabytes), and
+    the keys of the shard's samples remembered to find a sample split across it (at
+    least `_budget.MAX_RECORD_BYTES` of them, so a lower limit refuses no shard of many
+    samples); above it, a `_TooLarge` error names the member (or sample) and its byte
+    offset in the (decompressed) stream."""
     stream = ShardStream(f, "auto", tail=True)
+    wanted = None if fields is None else set(fields)
     sample: dict[str, Any] | None = None
+    held = 0  # bytes the sample takes: the data read, a header per member not read
     seen: set[str] = set()
+    remembered = 0  # bytes the keys in `seen` take, at most the budget or its default
+    bound = sys.maxsize if limit is None else limit
+    keys_bound = sys.maxsize if limit is None else max(limit, _budget.MAX_RECORD_BYTES)
+
+    def too_large(what: str, size: int | None, verb: str = "declares", hint: str = "",
+                  most: int = bound) -> ValueError:
+        return _budget.too_large(what, size, most, verb, hint, _TooLarge)
+
+    def header(call: Callable[[], Any], at: int) -> Any:
+        """call(): tarfile reading the header at byte `at`, within the budget."""
+        stream.stop = None if limit is None else stream.pos + limit + _SLACK
+        try:
+            return call()
+        except _Overrun:
+            raise too_large(f"the tar header at byte {at} (a pax header or a GNU long "
+                            "name, read whole by tarfile)", None, "takes") from None
+        finally:
+            stream.stop = None
+
     try:
-        tar = tarfile.open(fileobj=stream, mode="r|", bufsize=tarfile.RECORDSIZE)  # type: ignore[call-overload]
+        _check_extended(stream.peek(tarfile.BLOCKSIZE), 0, limit)
+        tar = header(lambda: tarfile.open(fileobj=stream, mode="r|",  # type: ignore[call-overload]
+                                          bufsize=tarfile.RECORDSIZE), 0)
         while True:
-            info = tar.next()
+            if tar.firstmember is None:  # (tarfile.open read the first header)
+                _skip_to(tar.fileobj, tar.offset)  # the data not read, in bounded reads
+                _check_extended(_peek(tar.fileobj), tar.offset, limit)
+            info = header(tar.next, tar.offset)
             if info is None:
                 break
             tar.members = []  # a stream keeps no list of its members
@@ -200,8 +254,6 @@ def tar_samples(f: IO[bytes]) -> Iterator[dict[str, Any]]:
             if key is None or field is None:
                 continue
             field = field.lower()
-            member = tar.extractfile(info)
-            data = member.read() if member is not None else b""
             if sample is None or sample["__key__"] != key:
                 if sample is not None:
                     yield sample
@@ -210,12 +262,31 @@ def tar_samples(f: IO[bytes]) -> Iterator[dict[str, Any]]:
                                   "comes after members of other samples (a sample's "
                                   "members must be consecutive)")
                 seen.add(key)
-                sample = {"__key__": key}
+                remembered += sys.getsizeof(key) + _KEY_COST
+                if remembered > keys_bound:
+                    raise too_large(f"the keys of its {len(seen):,} samples up to {key!r} "
+                                    "(remembered to find a sample split across the shard)",
+                                    remembered, "take", "Split the shard into smaller "
+                                    "ones, or ", keys_bound)
+                sample, held = {"__key__": key}, 0
             if field in sample:
                 raise _Broken(f"sample {key!r} has two members of field {field!r} "
                               "(webdataset refuses it too: \"duplicate file name in tar "
                               "file\")")
-            sample[field] = data
+            read = wanted is None or field in wanted
+            if read and info.size > bound:
+                raise too_large(f"member {info.name} of sample {key!r} (at byte "
+                                f"{info.offset})", info.size)
+            held += info.size if read else tarfile.BLOCKSIZE
+            if held > bound:
+                raise too_large(f"sample {key!r}, its members up to {info.name} (at byte "
+                                f"{info.offset}; one not read counts as its 512-byte "
+                                "header),", held, "take")
+            if read:
+                member = tar.extractfile(info)
+                sample[field] = member.read() if member is not None else b""
+            else:
+                sample[field] = None
         end = tar.offset
     except tarfile.ReadError as error:
         if "unexpected end of data" in str(error):
@@ -237,10 +308,54 @@ def tar_samples(f: IO[bytes]) -> Iterator[dict[str, Any]]:
         yield sample
 
 
-def tfrecord_records(f: IO[bytes], compression: str) -> Iterator[bytes]:
+def _peek(fileobj: Any) -> bytes:
+    """The next block of tarfile's stream `fileobj` (a tarfile._Stream), left unread;
+    b"" when its buffer is not what this knows (then only `header`'s budget holds)."""
+    buf = getattr(fileobj, "buf", None)
+    if getattr(fileobj, "comptype", None) != "tar" or not isinstance(buf, bytes) or (
+            not isinstance(getattr(fileobj, "pos", None), int)):
+        return b""
+    if len(buf) >= tarfile.BLOCKSIZE:  # what tarfile reads next is in its buffer
+        return buf[:tarfile.BLOCKSIZE]
+    block = fileobj.read(tarfile.BLOCKSIZE)
+    fileobj.buf, fileobj.pos = block + fileobj.buf, fileobj.pos - len(block)
+    return block
+
+
+def _check_extended(block: bytes, at: int, limit: int | None) -> None:
+    """A `_TooLarge` error when `block`, the tar header at byte `at`, is a pax header
+    or a GNU long name (which tarfile reads whole) declaring more than `limit` bytes;
+    anything else is left to tarfile."""
+    if limit is None or block[156:157] not in (b"x", b"g", b"L", b"K") or len(
+            block) < tarfile.BLOCKSIZE:
+        return
+    try:
+        size = tarfile.nti(block[124:136])  # type: ignore[attr-defined]
+        if size <= limit or tarfile.nti(block[148:156]) != (  # type: ignore[attr-defined]
+                sum(block) - sum(block[148:156]) + 256):  # its checksum fails: tarfile's
+            return
+    except (tarfile.HeaderError, ValueError):
+        return
+    kind = "a GNU long name" if block[156:157] in (b"L", b"K") else "a pax header"
+    raise _budget.too_large(f"the tar header at byte {at} ({kind}, which tarfile reads "
+                            "whole)", size, limit, error=_TooLarge)
+
+
+def _skip_to(fileobj: Any, offset: int) -> None:
+    """Reads tarfile's stream `fileobj` on to byte `offset` in reads of 64 KiB at most,
+    stopping at its end (tarfile then finds it truncated): tarfile's own seek would
+    read a declared 100 GB in 10 KB reads even past the end of the data."""
+    while fileobj.tell() < offset:
+        if not fileobj.read(min(offset - fileobj.tell(), 1 << 16)):
+            return
+
+
+def tfrecord_records(f: IO[bytes], compression: str,
+                     limit: int | None = _budget.MAX_RECORD_BYTES) -> Iterator[bytes]:
     """The data of each record of the TFRecord file open as `f` ("" for uncompressed,
     "GZIP" or "ZLIB"), streamed, each length and data checked against its CRC32C; a
-    file cut short or corrupt anywhere is a `_Broken` error."""
+    file cut short or corrupt anywhere is a `_Broken` error, a length above `limit`
+    (max_record_bytes) a `_TooLarge` one, before the record is read."""
     stream = ShardStream(f, compression or None)
     found = tfrecord_mod.compression_of(stream.head)
     if compression and found != compression:
@@ -261,6 +376,8 @@ def tfrecord_records(f: IO[bytes], compression: str) -> Iterator[bytes]:
                     if number == 0 and found and not compression else "")
             raise _Broken(f"it is corrupt: a record's length fails its CRC32C check{hint}")
         (length,) = struct.unpack("<Q", header[:8])
+        _budget.check(length, limit, f"its header (at byte {stream.pos - 12})",
+                      "declares a length of", error=_TooLarge)
         data, footer = stream.read(length), stream.read(4)
         if len(footer) < 4:
             raise _Broken(f"it is truncated: the record ends early ({len(data)} of its "
@@ -303,10 +420,12 @@ class Records:
 
     def __init__(self, names: Sequence[str], image_key: str | None, label_key: str | None,
                  labeled: bool = True,
-                 storage_options: Mapping[str, Any] | None = None) -> None:
+                 storage_options: Mapping[str, Any] | None = None,
+                 max_record_bytes: int | None = _budget.MAX_RECORD_BYTES) -> None:
         self.names = list(names)
         self.labeled = labeled  # whether `parse` must find a label
         self.storage_options = dict(storage_options or {})
+        self.max_record_bytes = max_record_bytes  # what one record may take
         image_key = KEYS[self.kind][0] if image_key is None else image_key
         label_key = KEYS[self.kind][1] if label_key is None else label_key
         self.image_keys = self._keys(image_key, "image_key")
@@ -341,6 +460,9 @@ class Records:
         except _Broken as error:
             raise ValueError(f"Cannot read record {number} of shard {name}: {error}. "
                              "Restore an intact copy, or write the shard again.") from None
+        except _TooLarge as error:
+            raise ValueError(f"Cannot read record {number} of shard {name}: "
+                             f"{error}") from None
         except (OSError, ValueError, EOFError) as error:
             raise ValueError(f"Cannot read record {number} of shard {name}: "
                              f"{type(error).__name__}: {error}") from error
@@ -358,8 +480,9 @@ class WebDatasetRecords(Records):
         return wds.fields_of(key, argument)  # lowercased, as members' fields are
 
     def records(self, name: str) -> Iterator[dict[str, Any]]:
+        fields = self.image_keys + (self.label_keys if self.labeled else [])
         with open_shard(name, self.storage_options) as f:
-            yield from tar_samples(f)
+            yield from tar_samples(f, self.max_record_bytes, fields)
 
     def describe(self, raw: Any, where: str) -> str:
         return f"sample {raw['__key__']!r} ({where})"
@@ -383,7 +506,7 @@ def _field_label(data: bytes, field: str, where: str) -> int | str:
     if kind in wds.JSON_FIELDS:
         try:
             value = json.loads(text)
-        except ValueError:
+        except (ValueError, RecursionError):  # RecursionError: "[[[[...]]]]" nested deep
             value = None
         if isinstance(value, bool) or not isinstance(value, (int, str)):
             raise ValueError(f"The {field!r} label of {where} must be a JSON class id or "
@@ -407,14 +530,16 @@ class TFRecordRecords(Records):
 
     def __init__(self, names: Sequence[str], image_key: str | None, label_key: str | None,
                  labeled: bool = True, storage_options: Mapping[str, Any] | None = None,
-                 compression_type: str = "") -> None:
-        super().__init__(names, image_key, label_key, labeled, storage_options)
+                 compression_type: str = "",
+                 max_record_bytes: int | None = _budget.MAX_RECORD_BYTES) -> None:
+        super().__init__(names, image_key, label_key, labeled, storage_options,
+                         max_record_bytes)
         self.compression_type = compression_type
         self._example = tfrecord_mod.import_example("StreamGenerator")
 
     def records(self, name: str) -> Iterator[bytes]:
         with open_shard(name, self.storage_options) as f:
-            yield from tfrecord_records(f, self.compression_type)
+            yield from tfrecord_records(f, self.compression_type, self.max_record_bytes)
 
     def parse(self, raw: Any, where: str) -> tuple[Any, Any]:
         try:
@@ -748,6 +873,17 @@ class StreamGenerator(PyDataset):
         image_size: the size encoded images (bytes) are resized to, as by the image
             generators (so are `color_mode`, `interpolation` and `max_pixels`);
             image_size=None keeps each image's size. Arrays are taken as they are.
+        max_record_bytes: the most bytes one record may take in memory (default
+            268_435_456, 256 MiB; None: no limit), checked before it is read or
+            decompressed, as `max_pixels` guards decoding: a tar member's declared size,
+            a sample's members together (members of fields neither `image_key` nor
+            `label_key` names are passed over, not read: each counts as its 512-byte
+            header), the keys of a shard's samples (remembered to find a sample split
+            across the shard: 256 MiB of them at least), a TFRecord record's length.
+            Above it, a ValueError names the shard, the record, the member and its
+            byte offset; a compressed shard is decompressed a megabyte at a time, so a
+            small file expanding to gigabytes is refused with little memory. Not used
+            by a callable `records`.
         label_mode: "int", "categorical", "binary" or None (batches are x alone).
         class_names: the classes, given up front (a stream cannot infer them): class
             names map string labels to ids; an unknown name is a ValueError naming the
@@ -785,6 +921,7 @@ class StreamGenerator(PyDataset):
                  image_size: ImageSize | None = (256, 256), color_mode: ColorMode = "rgb",
                  interpolation: Interpolation = "bilinear",
                  max_pixels: int | None = images.MAX_PIXELS,
+                 max_record_bytes: int | None = _budget.MAX_RECORD_BYTES,
                  label_mode: StreamLabelMode | None = "int",
                  class_names: Sequence[str] | None = None, num_classes: int | None = None,
                  batch_size: int = 32, shuffle: bool = True, seed: int | None = None,
@@ -815,6 +952,7 @@ class StreamGenerator(PyDataset):
         self.color_mode = images.check_color_mode(color_mode)
         self.interpolation = images.check_interpolation(interpolation)
         self.max_pixels = images.check_max_pixels(max_pixels)
+        self.max_record_bytes = _budget.check_max_record_bytes(max_record_bytes)
         self._set_labels(label_mode, class_names, num_classes)
         options = _remote.check_options(storage_options)
         store = _remote.Store(options)
@@ -881,10 +1019,11 @@ class StreamGenerator(PyDataset):
             compression = tfrecord_mod.check_compression(compression_type)
             names = shard_names(shards, "TFRecord file", store)
             reader = TFRecordRecords(names, image_key, label_key, labeled, options,
-                                     compression)
+                                     compression, self.max_record_bytes)
         else:
             names = shard_names(shards, "WebDataset shard", store)
-            reader = WebDatasetRecords(names, image_key, label_key, labeled, options)
+            reader = WebDatasetRecords(names, image_key, label_key, labeled, options,
+                                       self.max_record_bytes)
         _check_exists(reader.names, store)
         return reader
 

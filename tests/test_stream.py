@@ -6,6 +6,8 @@ import gzip
 import json
 import os
 import pickle
+import re
+import struct
 import tarfile
 
 import cv2
@@ -17,6 +19,7 @@ import tensorflow as tf
 from keras.src.trainers.data_adapters import get_data_adapter
 from webdataset import TarWriter
 
+from kerasgen import _budget
 from kerasgen.stream import StreamGenerator
 
 CLASSES = ["cat", "dog", "fox"]
@@ -481,3 +484,91 @@ def test_a_shard_missing_when_read_is_named(tmp_path, tars):
     with pytest.raises(FileNotFoundError, match="Shard not found: .*train-03.tar"):
         _read_all(gen)
 
+
+
+# ------------------------------------------------------------------ max_record_bytes
+def test_a_member_above_max_record_bytes_is_refused_naming_it_and_none_lifts_it(tmp_path):
+    path = write_tar(tmp_path / "a.tar", range(3))
+    size = len(png(0))
+    with tarfile.open(path) as tar:  # its header's offset (after webdataset's pax header)
+        at = tar.getmember("k00000.png").offset
+    gen = StreamGenerator([path], max_record_bytes=size - 1, **images(batch_size=1))
+    with pytest.raises(ValueError, match=rf"^Cannot read record 0 of shard {re.escape(path)}"
+                                         r": member k00000\.png of sample 'k00000' \(at "
+                                         rf"byte {at}\) declares {size} bytes, more than "
+                                         rf"max_record_bytes={size - 1} bytes \(a guard "
+                                         r"against decompression bombs.*\)\. Pass a larger "
+                                         r"`max_record_bytes`, or max_record_bytes=None"):
+        gen[0]
+    for limit in (max(len(png(i)) for i in range(3)) + 1, None):  # a png and its label
+        x, y = StreamGenerator([path], max_record_bytes=limit, shuffle=False,
+                               **images(batch_size=3))[0]
+        assert ids_of(x) == [0, 1, 2]
+    with pytest.raises(ValueError, match=r"`max_record_bytes` must be None or a positive "
+                                         r"integer .*Received: max_record_bytes=0$"):
+        StreamGenerator([path], max_record_bytes=0)
+
+
+def test_members_not_asked_for_are_passed_over_but_a_flood_of_them_is_bounded(tmp_path):
+    path = tmp_path / "extra.tar"
+    with TarWriter(str(path)) as writer:
+        writer.write({"__key__": "a", "png": png(5), "cls": b"1", "mp4": bytes(50_000)})
+    x, y = StreamGenerator([str(path)], max_record_bytes=1000, shuffle=False,
+                           **images(batch_size=1))[0]
+    assert ids_of(x) == [5] and y.tolist() == [1]  # 50 KB in a field not read: no matter
+    flood = tmp_path / "flood.tar"
+    with TarWriter(str(flood)) as writer:  # one sample of 100 members
+        writer.write({"__key__": "b", "png": png(1), "cls": b"1",
+                      **{f"f{i}.txt": b"x" for i in range(100)}})
+    with pytest.raises(ValueError, match=r"record 0 of shard .*flood\.tar: sample 'b', its "
+                                         r"members up to b\.f\d+\.txt \(at byte \d+; one not "
+                                         r"read counts as its 512-byte header\), take [\d,]+ "
+                                         r"bytes, more than max_record_bytes=20,000 bytes"):
+        StreamGenerator([str(flood)], max_record_bytes=20_000, **images(batch_size=1))[0]
+
+
+def test_the_keys_a_shard_remembers_are_bounded(tmp_path, monkeypatch):
+    path = write_tar(tmp_path / "many.tar", range(300))
+    assert StreamGenerator([path], max_record_bytes=1000, shuffle=False,  # 256 MiB of keys
+                           **images(batch_size=300))[0][0].shape == (300, 4, 4, 3)
+    monkeypatch.setattr(_budget, "MAX_RECORD_BYTES", 10_000)  # the keys' least budget
+    gen = StreamGenerator([path], max_record_bytes=1000, shuffle=False,
+                          **images(batch_size=300))
+    with pytest.raises(ValueError, match=r"^Cannot read record (\d+) of shard .*many\.tar: "
+                                         r"the keys of its \d+ samples up to 'k\d+' "
+                                         r"\(remembered to find a sample split across the "
+                                         r"shard\) take [\d,]+ bytes, more than "
+                                         r"max_record_bytes=10,000 bytes .*Split the shard "
+                                         r"into smaller ones, or pass a larger"):
+        gen[0]
+    assert StreamGenerator([path], max_record_bytes=None, shuffle=False,
+                           **images(batch_size=300))[0][0].shape == (300, 4, 4, 3)
+
+
+def test_a_tfrecord_length_above_max_record_bytes_names_the_record_and_its_offset(tmp_path):
+    path = write_tfrecord(tmp_path / "r.tfrecord", range(3))
+    length = struct.unpack("<Q", open(path, "rb").read(8))[0]
+    gen = StreamGenerator([path], "tfrecord", max_record_bytes=length - 1,
+                          **images(batch_size=1))
+    with pytest.raises(ValueError, match=rf"^Cannot read record 0 of shard .*r\.tfrecord: "
+                                         rf"its header \(at byte 0\) declares a length of "
+                                         rf"{length} bytes, more than "
+                                         rf"max_record_bytes={length - 1} bytes"):
+        gen[0]
+    packed = write_tfrecord(tmp_path / "r.tfrecord.gz", [0, 1000, 2], "GZIP",
+                            label=lambda i: b"x" * i)  # record 1 the longest
+    second = 16 + struct.unpack("<Q", gzip.decompress(open(packed, "rb").read())[:8])[0]
+    with pytest.raises(ValueError, match=rf"record 1 of shard .*r\.tfrecord\.gz: its header "
+                                         rf"\(at byte {second}\) declares a length of"):
+        StreamGenerator([packed], "tfrecord", compression_type="GZIP", label_mode=None,
+                        max_record_bytes=length + 10, shuffle=False,
+                        **images(batch_size=3))[0]
+
+
+def test_a_json_label_nested_too_deep_is_a_value_error_naming_the_record(tmp_path):
+    path = tmp_path / "deep.tar"
+    with TarWriter(str(path)) as writer:
+        writer.write({"__key__": "a", "png": png(0), "json": b"[" * 100_000 + b"]" * 100_000})
+    with pytest.raises(ValueError, match=r"The 'json' label of sample 'a' \(record 0 of shard "
+                                         r".*deep\.tar\) must be a JSON class id"):
+        StreamGenerator([str(path)], label_key="json", **images(batch_size=1))[0]
