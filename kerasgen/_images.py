@@ -76,16 +76,6 @@ def resize_key(interpolation, aspect=None):
     return f"{interpolation}:{INTERPOLATIONS[interpolation]}" + (f"/{aspect}" if aspect else "")
 
 
-def _to_uint8(image):
-    if image.dtype == np.uint8:
-        return image
-    if image.dtype == np.uint16:
-        return (image >> 8).astype(np.uint8)
-    if np.issubdtype(image.dtype, np.floating):
-        return np.clip(image * 255.0, 0, 255).astype(np.uint8)
-    return np.clip(image, 0, 255).astype(np.uint8)
-
-
 _REDUCED = {
     "rgb": {2: cv2.IMREAD_REDUCED_COLOR_2, 4: cv2.IMREAD_REDUCED_COLOR_4,
             8: cv2.IMREAD_REDUCED_COLOR_8},
@@ -123,6 +113,10 @@ def png_size(data):
 
 
 DEPTHS = (8, 16)  # bit_depth: the loaded samples' uint8 or uint16 pixels
+# The rules that make pixels from a file (`_decode_bytes`), in file caches' keys: a cache
+# filled under older rules (16-bit TIFFs rounded by OpenCV, rgba at 16 bits cut to 8) is
+# rebuilt, never read. 2: every sample format brought to the batch's depth by `to_depth`.
+PIXEL_RULES = 2
 _warned_deep = False  # a 16-bit image reduced to 8 bits was warned of (once per process)
 
 
@@ -140,29 +134,75 @@ def pixel_dtype(depth):
     return np.uint16 if depth == 16 else np.uint8
 
 
-def sixteen_bits(data):
-    """Whether an encoded PNG or TIFF declares 16 bits per sample (its header only)."""
+def sample_format(data):
+    """(bits per sample, "uint", "int" or "float") that an encoded image's header
+    declares: a PNG's IHDR (1 to 16 bits, unsigned) or a TIFF's first IFD (BitsPerSample,
+    SampleFormat); (8, "uint") for BMP, GIF and WebP, which hold nothing else. None for a
+    JPEG and for formats whose header is not read here (PNM, JPEG 2000, HDR...): those
+    are decoded at any depth and judged by the array OpenCV returns (`check_pixels_of`).
+    Read in place, from the header only."""
     head = data[:64].tobytes() if isinstance(data, np.ndarray) else bytes(data[:64])
     if head[:8] == _PNG_HEAD[:8]:
-        return len(head) > 24 and head[24] == 16
+        return (head[24], "uint") if len(head) > 24 else None
+    if head[:2] == b"BM" or head[:4] == b"GIF8" or (head[:4] == b"RIFF"
+                                                    and head[8:12] == b"WEBP"):
+        return 8, "uint"
     if head[:4] not in (b"II*\x00", b"MM\x00*"):
-        return False
+        return None
     order: Literal["little", "big"] = "little" if head[:2] == b"II" else "big"
     raw = memoryview(data)  # the IFD read in place: no copy of the whole file
+    tags = {258: 1, 339: 1}  # BitsPerSample, SampleFormat: TIFF's defaults
     try:
         at = int.from_bytes(raw[4:8], order)
         count = int.from_bytes(raw[at:at + 2], order)
         for k in range(count):
             entry = raw[at + 2 + 12 * k:at + 14 + 12 * k]
-            if int.from_bytes(entry[:2], order) != 258:  # BitsPerSample
+            tag = int.from_bytes(entry[:2], order)
+            if tag not in tags:
                 continue
             n, value = int.from_bytes(entry[4:8], order), entry[8:12]
-            if n * 2 > 4:  # the values are elsewhere: the first of them
+            if n * 2 > 4:  # the values (SHORTs) are elsewhere: the first of them
                 value = raw[int.from_bytes(value, order):][:2]
-            return int.from_bytes(value[:2], order) == 16
+            tags[tag] = int.from_bytes(value[:2], order)
     except (IndexError, ValueError):
-        return False
-    return False
+        return None  # OpenCV decides what it is
+    return tags[258], _TIFF_KINDS.get(tags[339], f"SampleFormat={tags[339]}")
+
+
+_TIFF_KINDS = {1: "uint", 2: "int", 3: "float", 4: "uint"}  # 4: "undefined" bytes
+_U8, _U16 = np.dtype(np.uint8), np.dtype(np.uint16)
+_KINDS = {"uint": "unsigned integer", "int": "signed integer", "float": "floating-point"}
+
+
+def check_sample_format(found, name):
+    """Refuses an image whose samples (`sample_format`'s (bits, kind)) a batch cannot
+    hold unchanged: signed or floating-point samples, or more than 16 bits."""
+    bits, kind = found
+    if kind == "uint" and bits <= 16:
+        return
+    what = f"{bits}-bit {_KINDS.get(kind, kind)}"
+    _refuse_samples(name, what, f"its header declares BitsPerSample={bits}, "
+                    f"SampleFormat={ {'uint': 1, 'int': 2, 'float': 3}.get(kind, kind)}")
+
+
+def check_pixels_of(image, name):
+    """Refuses a decoded image of another type than uint8 or uint16 (a format whose header
+    `sample_format` does not read, decoded at any depth: int16, float32...)."""
+    if image.dtype != _U8 and image.dtype != _U16:
+        kind = {"u": "uint", "i": "int", "f": "float"}.get(image.dtype.kind, image.dtype.kind)
+        _refuse_samples(name, f"{image.dtype.itemsize * 8}-bit {_KINDS.get(kind, kind)}",
+                        f"OpenCV decodes it as {image.dtype}")
+
+
+def _refuse_samples(name, what, how):
+    raise ValueError(
+        f"Cannot decode {name}: it holds {what} samples ({how}), which an image batch "
+        "cannot hold unchanged: batches hold unsigned pixels, 0 to 255 (bit_depth=8) or "
+        "0 to 65535 (bit_depth=16), and kerasgen does not guess how to map negative "
+        "values, fractions or a wider range onto them. Convert the file to 8- or 16-bit "
+        "unsigned samples (mapping its range as your data means), or load it in a "
+        "kg.Generator subclass whose load_sample reads it with "
+        "cv2.imread(path, cv2.IMREAD_UNCHANGED) and scales it.")
 
 
 def _warn_reduced(name):
@@ -177,17 +217,17 @@ def _warn_reduced(name):
 
 
 def to_depth(image, depth):
-    """A decoded image as uint8 (depth 8) or uint16 (depth 16): 8-bit values scale by
-    257 to 16 bits (255 -> 65535), 16-bit ones shift to 8 (Keras's reduction)."""
-    if depth == 8:
-        return _to_uint8(image)
-    if image.dtype == np.uint16:
+    """A decoded uint8 or uint16 image at `depth` bits, exactly: 8-bit values scale by
+    257 to 16 bits (255 -> 65535), 16-bit ones keep their high byte at 8 (Keras's
+    reduction). Other types never get here (`check_pixels_of` refuses them)."""
+    dtype = image.dtype
+    if dtype == (_U8 if depth == 8 else _U16):
         return image
-    if image.dtype == np.uint8:
+    if dtype == _U16:  # to 8 bits
+        return (image >> 8).astype(np.uint8)
+    if dtype == _U8:  # to 16 bits
         return image.astype(np.uint16) * np.uint16(257)
-    if np.issubdtype(image.dtype, np.floating):
-        return np.clip(image * 65535.0, 0, 65535).astype(np.uint16)
-    return np.clip(image, 0, 65535).astype(np.uint16)
+    raise ValueError(f"`image` must be uint8 or uint16. Received: dtype {dtype}.")
 
 
 def reduction(source_size, target_size):
@@ -338,8 +378,10 @@ def imdecode(data, flag, name):
 def decode_bytes(data, color_mode="rgb", target_size=None, name="image",
                  max_pixels=MAX_PIXELS, depth=8):
     """`decode` for encoded bytes (a uint8 array or bytes); `name` is used in errors.
-    `depth` 16 keeps a 16-bit PNG or TIFF's 16 bits (other images scale to them: a
-    uint16 array); at 8, such an image is reduced to 8 bits with a warning (once)."""
+    `depth` 16 keeps a 16-bit PNG, TIFF or PGM's 16 bits (8-bit images scale to them: a
+    uint16 array); at 8, such an image is reduced to its high byte with a warning
+    (once). Signed, floating-point and 32-bit samples are refused (`to_depth`,
+    `check_sample_format`, `check_pixels_of`: docs/image-folder-generator.md)."""
     data = np.frombuffer(data, dtype=np.uint8) if isinstance(data, bytes) else data
     image = _decode_bytes(data, color_mode, target_size, name, max_pixels, depth)
     return image if depth == 8 else to_depth(image, 16)
@@ -365,16 +407,24 @@ def _decode_bytes(data, color_mode, target_size, name, max_pixels, depth):
     flag = _REDUCED[color_mode][r] if r > 1 else {
         "grayscale": cv2.IMREAD_GRAYSCALE, "rgb": _IMREAD_RGB,
         "rgba": cv2.IMREAD_UNCHANGED}[color_mode]
-    deep = jpeg is None and sixteen_bits(data)
-    if deep and depth == 16:  # BGR (converted below): COLOR_RGB may not mix with ANYDEPTH
+    found = None if jpeg is not None else sample_format(data)
+    if found is not None:  # signed, floating-point or 32-bit samples: refused here
+        check_sample_format(found, name)
+    # Decoded at the file's own depth, then brought to `depth` by one exact rule
+    # (`to_depth`), never by OpenCV's conversions (which round a TIFF's 16 bits, and
+    # turn signed or float samples into 8 bits): 16-bit files, and formats whose header
+    # says nothing here, any depth, in BGR (converted below: COLOR_RGB may not mix with
+    # ANYDEPTH); 8-bit ones (JPEG, BMP, GIF, WebP, PNG and TIFF up to 8 bits) as before.
+    deep = jpeg is None and (found is None or found[0] > 8)
+    if deep:
         flag = {"grayscale": cv2.IMREAD_GRAYSCALE | cv2.IMREAD_ANYDEPTH,
                 "rgb": cv2.IMREAD_COLOR | cv2.IMREAD_ANYDEPTH,
                 "rgba": cv2.IMREAD_UNCHANGED}[color_mode]
-    elif deep:
-        _warn_reduced(name)
     image = imdecode(data, flag, name)
     if image is not None and color_mode == "rgba" and (image.ndim == 2 or image.shape[2] != 4):
-        image = imdecode(data, cv2.IMREAD_COLOR, name)  # no alpha: decode with EXIF applied
+        # no alpha: decoded again with EXIF applied, at its own depth (alpha is then
+        # the depth's maximum, 255 or 65535)
+        image = imdecode(data, cv2.IMREAD_COLOR | (cv2.IMREAD_ANYDEPTH if deep else 0), name)
     if image is None:
         raise ValueError(
             f"Cannot decode {name}: it is corrupt, truncated or not an image format "
@@ -382,6 +432,10 @@ def _decode_bytes(data, color_mode, target_size, name, max_pixels, depth):
         )
     if size is None:  # a format whose header was not read: the decoded size counts
         check_pixels(image.shape[:2], max_pixels, name)
+    if deep:  # (without ANYDEPTH, OpenCV returns uint8)
+        check_pixels_of(image, name)
+        if depth == 8 and image.dtype == _U16:
+            _warn_reduced(name)
     image = to_depth(image, depth)
     if color_mode == "grayscale":
         return image if image.ndim == 3 else image[:, :, None]
@@ -434,6 +488,9 @@ def resize(image, image_size, color_mode="rgb", interpolation="bilinear", out=No
     height, width = image_size
     if out is None:  # of the image's dtype: uint8, or uint16 at bit_depth=16
         out = np.empty((height, width, COLOR_MODES[color_mode]), dtype=image.dtype)
+    elif out.dtype != image.dtype:  # writing it would cast every pixel
+        raise ValueError(f"`out` must have the image's dtype ({image.dtype}). Received: "
+                         f"out of dtype {out.dtype}.")
     if aspect == "crop":
         top, left, crop_height, crop_width = crop_box(image.shape, image_size)
         image = image[top:top + crop_height, left:left + crop_width]
@@ -490,6 +547,12 @@ def load_mask(path, image_size, out=None, aspect=None, max_pixels=MAX_PIXELS, ro
     if mask is None:
         raise ValueError(f"Cannot decode mask file {path}: it is empty, corrupt or not an "
                          "image format OpenCV reads.")
+    if mask.dtype != np.uint8 and mask.dtype != np.uint16:  # -1 or 0.5 is no class id
+        raise ValueError(
+            f"Cannot decode mask file {path}: it holds {mask.dtype} samples, and a mask "
+            "holds class ids as 8- or 16-bit unsigned integers (0 to 65535); negative "
+            "values, fractions or larger ids would change in the batch. Save it as an "
+            "8- or 16-bit PNG of class ids.")
     if mask.ndim == 3:
         if not (mask == mask[:, :, :1]).all():
             raise ValueError(f"Mask {path} has {mask.shape[2]} different channels; a mask "

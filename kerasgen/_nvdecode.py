@@ -73,7 +73,8 @@ class NvDecoder:
                 out.append(None)
                 continue
             array = np.asarray(image.cpu() if self.device == "gpu" else image)
-            out.append(array if array.ndim == 3 and array.shape[2] == 3 else None)
+            rgb8 = array.ndim == 3 and array.shape[2] == 3 and array.dtype == np.uint8
+            out.append(array if rgb8 else None)  # anything else: OpenCV's to decode
         return out
 
     def __getstate__(self) -> dict[str, Any]:  # decoders are made anew in each process

@@ -176,7 +176,8 @@ class ImageLoader:
             return cache_mod.MemoryCache(len(self.file_paths), self._cache_shape,
                                          capacity=cache_mod.auto_budget() // row)
         if isinstance(cache, (str, os.PathLike)):
-            how = images.resize_key(self.interpolation, self.aspect)
+            how = f"{images.resize_key(self.interpolation, self.aspect)} " \
+                  f"pixels{images.PIXEL_RULES}"
             if self.decoder != "opencv":  # another decoder: other pixels, another cache
                 how = f"{how} {self.decoder}"
             key = cache_mod.cache_key(self.file_paths, self._cache_shape, self.color_mode,
@@ -378,8 +379,9 @@ class ImageLoader:
                 data = (self.read_file(self.file_paths[index]) if self.read is None
                         else np.frombuffer(self.read(index), np.uint8))
                 jpeg = _jpeg.info(data)
-                if jpeg is None or jpeg.components == 4:
-                    continue  # not a JPEG, or CMYK (nvImageCodec's differ by 1): OpenCV's
+                if jpeg is None or jpeg.components == 4 or jpeg.precision != 8:
+                    continue  # not a JPEG, CMYK (nvImageCodec's differ by 1) or 12-bit:
+                              # OpenCV's
                 images.check_pixels(jpeg.size, self.max_pixels, self.file_paths[index])
                 if not _jpeg.intact(data, self.file_paths[index]):
                     continue  # a warning nvImageCodec would print: OpenCV decides
