@@ -32,6 +32,7 @@ from typing import IO, Any, Literal
 
 import numpy as np
 
+from kerasgen import _budget
 from kerasgen import _checks
 from kerasgen.sources import _remote
 from kerasgen import _images as images
@@ -190,13 +191,15 @@ def _compression(head: bytes) -> str | None:
     return next((kind for magic, kind in _COMPRESSED if head.startswith(magic)), None)
 
 
-def list_samples(f: IO[bytes], name: str) -> list[_Sample]:
+def list_samples(f: IO[bytes], name: str,
+                 limit: int | None = _budget.MAX_RECORD_BYTES) -> list[_Sample]:
     """The samples of the tar shard open as `f` (named `name` in errors), in tar order:
     its regular members, less webdataset's metadata members and names without a field,
     grouped by key. Reads the tar headers only (by offset), then checks the archive's
     end: a shard that is cut short, corrupt, compressed or not a tar file, a key met
     again after other keys, or a field twice in one sample, is a ValueError naming the
-    shard (and the key)."""
+    shard (and the key); a pax header or GNU long name declaring more than `limit`
+    bytes (max_record_bytes) is a ValueError naming its byte offset."""
     size = os.fstat(f.fileno()).st_size
     kind = _compression(_read_at(f, 0, 6))
     if kind is not None:
@@ -205,7 +208,7 @@ def list_samples(f: IO[bytes], name: str) -> list[_Sample]:
             "offset in the tar file, so shards must be uncompressed tar files (as "
             "webdataset's TarWriter and ShardWriter write them). Decompress it "
             f"once{' (gunzip)' if kind == 'gzip' else ''} and pass the .tar file.")
-    members = tar_members(f, size)
+    members = tar_members(f, size, limit, name)
     if members is None:  # something the quick reader leaves to tarfile (or an error)
         members = tarfile_members(f, size, name)
     samples: list[_Sample] = []
@@ -228,13 +231,16 @@ _NOT_REGULAR = (b"1", b"2", b"3", b"4", b"5", b"6")  # links, devices, folders, 
 _NAMES = sys.getfilesystemencoding()  # tarfile's default encoding of names
 
 
-def tar_members(f: IO[bytes], size: int) -> list[tuple[str, int, int]] | None:
+def tar_members(f: IO[bytes], size: int, limit: int | None = None,
+                name: str = "the shard") -> list[tuple[str, int, int]] | None:
     """(name, data offset, size) of the regular members of the tar file open as `f`
     (`size` bytes), exactly as `tarfile` reads them, a few times faster: the headers of
     the ustar, GNU and pax formats, with GNU long names and pax paths and sizes. None
     when it meets anything else (a global pax header, a sparse or unknown member, a
     signed checksum, a header that fails its checksum or is cut short): `tarfile`
-    then reads the file (`tarfile_members`), and names what is wrong."""
+    then reads the file (`tarfile_members`), and names what is wrong. A pax header or
+    GNU long name (which tarfile reads whole) declaring more than `limit` bytes is a
+    ValueError naming `name` and its byte offset."""
     members: list[tuple[str, int, int]] = []
     offset = 0
     extended: tuple[bytes, Any] | None = None  # a GNU long name or pax header, for the next
@@ -250,6 +256,11 @@ def tar_members(f: IO[bytes], size: int) -> list[tuple[str, int, int]] | None:
             return None
         kind, data = block[156:157], offset + _BLOCK
         following = data + -(-length // _BLOCK) * _BLOCK
+        if kind in (b"x", b"g", b"L", b"K") and limit is not None and length > limit:
+            raise _budget.too_large(
+                f"The tar header at byte {offset} of {name} ("
+                + ("a GNU long name" if kind in (b"L", b"K") else "a pax header")
+                + ", which tarfile reads whole)", length, limit)
         if kind in (b"x", b"L", b"K"):
             if extended is not None or length > 1 << 20:
                 return None
@@ -418,11 +429,16 @@ class TarSamples:
             sample holds is read), as webdataset's `to_tuple("jpg;png")`.
         label_key: the label field (alternatives as for `image_key`), or None: no labels.
         verbose: progress bars of the index.
+        max_record_bytes: the most bytes an image or label member may have (None: no
+            limit); a larger one is a ValueError naming the shard and the member when
+            the shards are indexed.
     """
 
     def __init__(self, shards: Shards, image_key: str, label_key: str | None,
-                 verbose: int = 1) -> None:
+                 verbose: int = 1,
+                 max_record_bytes: int | None = _budget.MAX_RECORD_BYTES) -> None:
         self.shards = shards
+        self.max_record_bytes = max_record_bytes
         self.image_key, self.label_key = image_key, label_key
         self._image_fields = fields_of(image_key, "image_key")
         self._label_fields = None if label_key is None else fields_of(label_key, "label_key")
@@ -459,17 +475,23 @@ class TarSamples:
         name = self.shards.shown(number)
         keys, offsets, sizes = [], [], []
         labels: list[Any] | None = None if self._label_fields is None else []
+        limit = self.max_record_bytes
+        bound = sys.maxsize if limit is None else limit
         with self.shards.opened(number, lambda path: _checks.open_regular(
                 path, f"the {WHAT}")) as f:
-            for sample in list_samples(f, name):
-                offset, size, _ = sample.fields[self._first(sample, self._image_fields,
-                                                            "image_key", name)]
+            for sample in list_samples(f, name, self.max_record_bytes):
+                offset, size, member = sample.fields[self._first(
+                    sample, self._image_fields, "image_key", name)]
+                if size > bound:
+                    raise _budget.too_large(f"Member {member} of {name} (sample "
+                                            f"{sample.key!r}, the image at byte {offset})",
+                                            size, bound)
                 keys.append(sample.key)
                 offsets.append(offset)
                 sizes.append(size)
                 if labels is not None and self._label_fields is not None:
                     field = self._first(sample, self._label_fields, "label_key", name)
-                    labels.append(_label(f, sample, field, name))
+                    labels.append(_label(f, sample, field, name, limit))
         return (keys, offsets, sizes), labels
 
     def _first(self, sample: _Sample, fields: list[str], argument: str, shard: str) -> str:
@@ -558,13 +580,17 @@ def fields_of(key: Any, argument: str) -> list[str]:
     return [part.lower() for part in key.split(";")]
 
 
-def _label(f: IO[bytes], sample: _Sample, field: str, shard: str) -> int | str:
+def _label(f: IO[bytes], sample: _Sample, field: str, shard: str,
+           limit: int | None = _budget.MAX_RECORD_BYTES) -> int | str:
     """The label in member `field` of `sample`: a class id or a class name, read as
-    webdataset's default decoder reads the field (by its last extension)."""
+    webdataset's default decoder reads the field (by its last extension), once its
+    size is checked against `limit` (max_record_bytes)."""
     offset, size, member = sample.fields[field]
+    where = f"Member {member} of {shard} (sample {sample.key!r})"
+    if limit is not None and size > limit:
+        raise _budget.too_large(f"{where}, the label at byte {offset},", size, limit)
     data = _read_at(f, offset, size)
     kind = field.rsplit(".", 1)[-1]
-    where = f"Member {member} of {shard} (sample {sample.key!r})"
     shown = data[:40] + (b"..." if len(data) > 40 else b"")
     if kind not in INT_FIELDS + TEXT_FIELDS + JSON_FIELDS:
         raise ValueError(
@@ -589,7 +615,7 @@ def _label(f: IO[bytes], sample: _Sample, field: str, shard: str) -> int | str:
     if kind in JSON_FIELDS:
         try:
             value = json.loads(text)
-        except ValueError:
+        except (ValueError, RecursionError):  # RecursionError: "[[[[...]]]]" nested deep
             value = None
         if isinstance(value, bool) or not isinstance(value, (int, str)):
             raise ValueError(f"{where} must hold a JSON class id (3) or class name "
@@ -678,6 +704,11 @@ class WebDatasetGenerator(_ImageFileGenerator):
         on_error: as for ImageFolderGenerator. With "skip" an image that cannot be
             decoded is replaced by another sample of its class, with a warning, and
             `gen.skipped` names it "shard#key", as `gen.file_paths` names every sample.
+        max_record_bytes: the most bytes an image or label member may have (default
+            268_435_456, 256 MiB; None: no limit), read from the tar headers when the
+            shards are indexed, before anything is read, as `max_pixels` guards
+            decoding; a larger member (or a pax header or GNU long name declaring more)
+            is a ValueError naming the shard, the member, its sample and byte offset.
         storage_options: options of fsspec's filesystem for URLs (credentials,
             `client_kwargs={"endpoint_url": ...}`, ...).
         remote_cache: a folder (or `kg.RemoteCache(folder, max_bytes=...)`) keeping the
@@ -714,10 +745,12 @@ class WebDatasetGenerator(_ImageFileGenerator):
                  on_error: OnError = "raise", decode_threads: int | None = None,
                  decoder: Decoder = "opencv", verbose: int = 1,
                  max_pixels: int | None = images.MAX_PIXELS,
+                 max_record_bytes: int | None = _budget.MAX_RECORD_BYTES,
                  storage_options: Mapping[str, Any] | None = None,
                  remote_cache: StrPath | RemoteCache | None = None,
                  **common: Any) -> None:
         _checks.labels_come_from(self, common, "the `label_key` field of each sample")
+        self.max_record_bytes = _budget.check_max_record_bytes(max_record_bytes)
         _check_common(self, common)  # before any shard is fetched
         _checks.one_of("label_mode", label_mode, LABEL_MODES)
         _checks.one_of("on_error", on_error, ("raise", "skip"))
@@ -732,7 +765,8 @@ class WebDatasetGenerator(_ImageFileGenerator):
         store = _remote.Store(storage_options, _remote.check_cache(remote_cache))
         files = Shards(shard_names(shards), WHAT, store, "", verbose)
         self.samples = TarSamples(files, image_key,
-                                  None if label_mode is None else label_key, verbose)
+                                  None if label_mode is None else label_key, verbose,
+                                  self.max_record_bytes)
         self.image_key, self.label_key = image_key, label_key
         self.crop_to_aspect_ratio = bool(crop_to_aspect_ratio)
         self.pad_to_aspect_ratio = bool(pad_to_aspect_ratio)

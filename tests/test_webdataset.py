@@ -548,3 +548,42 @@ test_pickle_round_trip_keeps_epoch_and_batches = \
 test_seed_none_draws_one_seed_and_shows_it = contract.test_seed_none_draws_one_seed_and_shows_it
 test_state_resumes_in_a_fresh_generator = contract.test_state_resumes_in_a_fresh_generator
 test_state_of_other_data_is_refused = contract.test_state_of_other_data_is_refused
+
+
+# ----- max_record_bytes: members above it are refused from their headers
+def test_members_above_max_record_bytes_are_refused_naming_the_shard_and_member(tmp_path):
+    image, label = png(0), b"1" + b" " * 999  # a JSON label of 1000 bytes
+    path = write_tar(tmp_path / "big.tar", [("a.png", image), ("a.json", label)])
+    with pytest.raises(ValueError, match=rf"^Member a\.png of {re.escape(path)} \(sample 'a', "
+                                         rf"the image at byte 512\) declares {len(image):,} "
+                                         rf"bytes, more than max_record_bytes=100 bytes \(a "
+                                         r"guard against decompression bombs.*\)\. Pass a "
+                                         r"larger `max_record_bytes`, or max_record_bytes="
+                                         r"None, if records are meant to be that large\.$"):
+        WebDatasetGenerator(path, label_key="json", max_record_bytes=100, **COMMON)
+    label_at = 512 + len(image) + (-len(image)) % 512 + 512
+    with pytest.raises(ValueError, match=rf"^Member a\.json of {re.escape(path)} \(sample "
+                                         rf"'a'\), the label at byte {label_at}, declares "
+                                         rf"1,000 bytes, more than max_record_bytes=999 "):
+        WebDatasetGenerator(path, label_key="json", max_record_bytes=999, **COMMON)
+    for limit in (1000, None):
+        gen = WebDatasetGenerator(path, label_key="json", max_record_bytes=limit,
+                                  label_mode="raw", **COMMON)
+        assert gen.labels.tolist() == [1]
+    long = "x" * 200 + ".png"  # a pax header holds its name
+    with tarfile.open(tmp_path / "pax.tar", "w", format=tarfile.PAX_FORMAT) as tar:
+        tar_member(tar, long.replace(".png", ".cls"), b"0")
+    pax = (tmp_path / "pax.tar").read_bytes()
+    size = int(pax[124:136].rstrip(b"\0"), 8)  # the pax header's own size
+    with pytest.raises(ValueError, match=rf"^The tar header at byte 0 of .*pax\.tar \(a pax "
+                                         rf"header, which tarfile reads whole\) declares "
+                                         rf"{size} bytes, more than max_record_bytes=100 "):
+        WebDatasetGenerator(str(tmp_path / "pax.tar"), max_record_bytes=100, **COMMON)
+
+
+def test_a_json_label_nested_too_deep_is_a_value_error_naming_the_member(tmp_path):
+    path = write_tar(tmp_path / "deep.tar", [("a.png", png(0)),
+                                            ("a.json", b"[" * 100_000 + b"]" * 100_000)])
+    with pytest.raises(ValueError, match=r"Member a\.json of .*deep\.tar \(sample 'a'\) must "
+                                         r"hold a JSON class id \(3\) or class name"):
+        WebDatasetGenerator(path, label_key="json", **COMMON)
