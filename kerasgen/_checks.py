@@ -6,6 +6,7 @@
 docs/architecture.md places this module among the foundations.)
 """
 
+import math
 import numbers
 import os
 import stat
@@ -138,6 +139,34 @@ def fraction(name, value):
             or not 0 < float(value) < 1):
         fail(name, "a float strictly between 0 and 1", value)
     return float(value)
+
+
+def _real(value):
+    return isinstance(value, numbers.Real) and not isinstance(value, (bool, np.bool_))
+
+
+def finite(name, value, requirement, low=-math.inf):
+    """`value` as a float: a real number (not a bool), finite (not NaN or inf), and at
+    least `low`; else `requirement` in the one message form."""
+    if not _real(value) or not math.isfinite(value) or value < low:
+        fail(name, requirement, value)
+    return float(value)
+
+
+def bounds(name, value, requirement, low=-math.inf, high=math.inf, above_low=False):
+    """(lower, upper) of `value`: a list, tuple or 1-D array of two finite real numbers
+    in order, low <= lower (low < lower with `above_low`) and upper <= high; else
+    `requirement` in the one message form (a range given inverted, with NaN, of another
+    length or type)."""
+    shaped = isinstance(value, (list, tuple)) or (isinstance(value, np.ndarray)
+                                                  and value.ndim == 1)
+    if not shaped or len(value) != 2 or not all(_real(v) for v in value):
+        fail(name, requirement, value)
+    lower, upper = float(value[0]), float(value[1])
+    if not (math.isfinite(lower) and math.isfinite(upper) and lower <= upper
+            and (lower > low if above_low else lower >= low) and upper <= high):
+        fail(name, requirement, value)
+    return lower, upper
 
 
 _AUGMENT = ("kerasgen has no such argument; pass augment= (an albumentations pipeline or "

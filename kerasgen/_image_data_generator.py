@@ -9,8 +9,12 @@ each (docs/migrating.md has the table).
 
 from __future__ import annotations
 
-import numbers
+import math
 from typing import Any
+
+import numpy as np
+
+from kerasgen import _checks
 
 _FILL = {"nearest": "BORDER_REPLICATE", "constant": "BORDER_CONSTANT",
          "reflect": "BORDER_REFLECT", "wrap": "BORDER_WRAP"}
@@ -89,34 +93,40 @@ def _inactive(value: Any) -> bool:
 
 
 def _number(name: str, value: Any, low: float = 0.0) -> float:
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not float(
-            value) >= low:
-        raise ValueError(f"`{name}` must be a number >= {low:g}. Received: {name}={value!r}")
-    return float(value)
+    """A finite number >= `low` (an angle, a shift, a fill value): NaN, inf, a bool or a
+    string would make a transform that draws nonsense, or fails inside albumentations
+    without naming the argument."""
+    return _checks.finite(name, value, "a finite number" + (
+        f" >= {low:g}" if low > -math.inf else ""), low)
+
+
+def _flag(name: str, value: Any) -> bool:
+    """A flip's switch: True or False (None: False). A number or a string would flip
+    with no probability the caller chose (0.5 is not a probability here)."""
+    if value is None or value is False or value is True or isinstance(value, np.bool_):
+        return bool(value)
+    _checks.fail(name, "True or False", value)
+
+
+_ZOOM = ("a float z below 1 (a zoom drawn from [1 - z, 1 + z]), or [lower, upper] with "
+         "0 < lower <= upper (a zoom of 0 or less has no image)")
 
 
 def _zoom(value: Any) -> tuple[float, float]:
-    if isinstance(value, numbers.Real) and not isinstance(value, bool):
-        z = _number("zoom_range", value)
-        bounds = (1 - z, 1 + z)
-    elif (isinstance(value, (list, tuple)) and len(value) == 2
-          and all(isinstance(v, numbers.Real) and not isinstance(v, bool) for v in value)):
-        bounds = (float(value[0]), float(value[1]))
-    else:
-        raise ValueError("`zoom_range` must be a float or [lower, upper]. Received: "
-                         f"zoom_range={value!r}")
-    if not 0 < bounds[0] <= bounds[1]:
-        raise ValueError("`zoom_range` must give 0 < lower <= upper (a zoom of 0 or "
-                         f"less has no image). Received: zoom_range={value!r}")
-    return bounds
+    if isinstance(value, (list, tuple, np.ndarray)):
+        return _checks.bounds("zoom_range", value, _ZOOM, low=0.0, above_low=True)
+    z = _checks.finite("zoom_range", value, _ZOOM, low=0.0)
+    if z >= 1:
+        _checks.fail("zoom_range", _ZOOM, value)
+    return 1 - z, 1 + z
 
 
 def _shift(name: str, value: Any) -> tuple[str, float]:
     """("percent" or "px", the range's bound) of a width or height shift."""
-    if isinstance(value, (list, tuple)):
-        raise ValueError(f"`{name}` as a list of allowed shifts has no translation: use "
-                         f"a float (a fraction of the size) or a number of pixels. "
-                         f"Received: {name}={value!r}")
+    if isinstance(value, (list, tuple, np.ndarray)):
+        _checks.fail(name, "a finite number >= 0 (a fraction of the size below 1, or "
+                     "pixels from 1)", value, hint="A list of allowed shifts has no "
+                     "translation.")
     shift = _number(name, value)
     return ("percent", shift) if shift < 1 else ("px", shift)
 
@@ -129,10 +139,9 @@ def _steps(kwargs: dict[str, Any]) -> list[Any]:
 
     A = import_albumentations()
     fill_mode = kwargs.get("fill_mode", "nearest")
-    if fill_mode not in _FILL:
-        raise ValueError(f"`fill_mode` must be one of {sorted(_FILL)}. Received: "
-                         f"fill_mode={fill_mode!r}")
-    cval = _number("cval", kwargs.get("cval", 0.0), low=float("-inf"))
+    if not isinstance(fill_mode, str) or fill_mode not in _FILL:
+        _checks.fail("fill_mode", "one of " + ", ".join(map(repr, sorted(_FILL))), fill_mode)
+    cval = _number("cval", kwargs.get("cval", 0.0), low=-math.inf)
     steps = []
     rotation = _number("rotation_range", kwargs.get("rotation_range", 0))
     shear = _number("shear_range", kwargs.get("shear_range", 0))
@@ -144,8 +153,8 @@ def _steps(kwargs: dict[str, Any]) -> list[Any]:
         if len(kinds) > 1:
             raise ValueError("`width_shift_range` and `height_shift_range` must both be "
                              "fractions (below 1) or both pixels (1 or more). Received: "
-                             f"{kwargs.get('width_shift_range')!r} and "
-                             f"{kwargs.get('height_shift_range')!r}")
+                             f"width_shift_range={kwargs.get('width_shift_range')!r}, "
+                             f"height_shift_range={kwargs.get('height_shift_range')!r}")
         pixels = kinds == {"px"}
         translate = {axis: (-int(v), int(v)) if pixels else (-v, v)
                      for axis, (_, v) in shifts.items()}
@@ -160,16 +169,15 @@ def _steps(kwargs: dict[str, Any]) -> list[Any]:
         steps.append(A.RandomBrightnessContrast(
             brightness_limit=(-channel / 255, channel / 255), contrast_limit=(0.0, 0.0),
             brightness_by_max=True, p=1.0))
-    if kwargs.get("horizontal_flip"):
+    if _flag("horizontal_flip", kwargs.get("horizontal_flip")):
         steps.append(A.HorizontalFlip(p=0.5))
-    if kwargs.get("vertical_flip"):
+    if _flag("vertical_flip", kwargs.get("vertical_flip")):
         steps.append(A.VerticalFlip(p=0.5))
     brightness = kwargs.get("brightness_range")
     if brightness is not None:
-        if not (isinstance(brightness, (list, tuple)) and len(brightness) == 2 and all(
-                isinstance(v, numbers.Real) and float(v) >= 0 for v in brightness)):
-            raise ValueError("`brightness_range` must be [lower, upper] factors >= 0. "
-                             f"Received: brightness_range={brightness!r}")
-        steps.append(A.MultiplicativeNoise(multiplier=tuple(map(float, brightness)),
-                                           per_channel=False, elementwise=False, p=1.0))
+        factors = _checks.bounds(
+            "brightness_range", brightness, "[lower, upper]: two finite factors with "
+            "0 <= lower <= upper (1 keeps the image's brightness)", low=0.0)
+        steps.append(A.MultiplicativeNoise(multiplier=factors, per_channel=False,
+                                           elementwise=False, p=1.0))
     return steps

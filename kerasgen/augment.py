@@ -59,10 +59,15 @@ def typical(image_size: ImageSize,
             scale: tuple[float, float] = (0.5, 1.0)) -> albumentations.Compose:
     """A typical training pipeline: horizontal flip, random resized crop, colour jitter.
 
-    Returns an `albumentations.Compose`; needs albumentations installed.
+    `scale`: (lower, upper) bounds of the crop's area, a fraction of the image's, with
+    0 < lower <= upper <= 1. Returns an `albumentations.Compose`; needs albumentations
+    installed.
     """
-    A = import_albumentations()
     height, width = _checks.image_size(image_size)
+    scale = _checks.bounds("scale", scale, "(lower, upper): the crop's area as fractions "
+                           "of the image's, with 0 < lower <= upper <= 1", low=0.0,
+                           high=1.0, above_low=True)
+    A = import_albumentations()
     return A.Compose([
         A.HorizontalFlip(p=0.5),
         A.RandomResizedCrop(size=(height, width), scale=scale, p=1.0),

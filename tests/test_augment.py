@@ -34,8 +34,11 @@ def photos(tmp_path):
 
 
 def predicted(gen):
+    """What model.predict reads of `gen`: epoch 0's batches, in its shuffled order (as
+    kerasgen warns)."""
     identity = keras.Sequential([keras.Input(gen[0].shape[1:]), keras.layers.Identity()])
-    return identity.predict(gen, verbose=0)
+    with pytest.warns(UserWarning, match=r"model.predict\(\) reads .* in the order of epoch 0"):
+        return identity.predict(gen, verbose=0)
 
 
 @pytest.mark.parametrize("workers", WORKERS)
@@ -254,6 +257,18 @@ def test_missing_albumentations_gives_the_pip_command(monkeypatch):
     monkeypatch.setitem(sys.modules, "albumentations", None)
     with pytest.raises(ImportError, match=r'pip install "albumentations>=2.0,<2.1"'):
         kg.augment.typical((32, 32))
+
+
+@pytest.mark.parametrize("scale", [(1.0, 0.5), (0.0, 1.0), (0.5, 1.5), (0.5,),
+                                   (float("nan"), 1.0), "0.5"])
+def test_typical_refuses_a_malformed_scale_naming_it(scale):
+    """An inverted scale raised albumentations' own error about RandomResizedCrop."""
+    with pytest.raises(ValueError, match=r"^`scale` must be \(lower, upper\): the crop's "
+                                         r"area as fractions of the image's, with 0 < "
+                                         r"lower <= upper <= 1\. Received: scale="):
+        kg.augment.typical((32, 32), scale=scale)
+    crop = kg.augment.typical((32, 32), scale=(0.25, 1.0))[1]
+    assert tuple(crop.scale) == (0.25, 1.0)
 
 
 def test_mixup_with_integer_labels_fails_before_training():

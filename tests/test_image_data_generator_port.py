@@ -1,6 +1,8 @@
 """kg.augment.from_image_data_generator: ImageDataGenerator's keyword arguments, against
 Keras's own legacy ImageDataGenerator (shipped in Keras 3 under keras.src.legacy)."""
 
+import re
+
 import keras
 import numpy as np
 import pytest
@@ -112,6 +114,60 @@ def test_an_image_data_generator_setup_trains_through_fit_and_is_reproducible(im
 def test_what_has_no_translation_is_named(kwargs, error, match):
     with pytest.raises(error, match=match):
         kg.augment.from_image_data_generator(**kwargs)
+
+
+NAN, INF = float("nan"), float("inf")
+
+
+@pytest.mark.parametrize("name, value, requirement", [
+    ("brightness_range", [1.2, 0.8], r"\[lower, upper\]: two finite factors with 0 <= "
+                                     r"lower <= upper"),                       # inverted
+    ("brightness_range", [-0.5, 1.0], r"0 <= lower <= upper"),                 # negative
+    ("brightness_range", [NAN, 1.0], r"two finite factors"),
+    ("brightness_range", (0.5, INF), r"two finite factors"),
+    ("brightness_range", [0.8], r"\[lower, upper\]"),                         # length
+    ("brightness_range", [0.5, 1.0, 1.5], r"\[lower, upper\]"),
+    ("brightness_range", [True, 2], r"\[lower, upper\]"),                     # type
+    ("brightness_range", "0.5,1", r"\[lower, upper\]"),
+    ("zoom_range", [1.2, 0.8], r"\[lower, upper\] with 0 < lower <= upper"),
+    ("zoom_range", [0.0, 1.0], r"0 < lower"),
+    ("zoom_range", [0.8, INF], r"0 < lower <= upper"),
+    ("zoom_range", [0.5, 1.0, 2.0], r"\[lower, upper\]"),
+    ("zoom_range", 1.5, r"a float z below 1"),
+    ("zoom_range", NAN, r"a float z below 1"),
+    ("zoom_range", "0.2", r"a float z below 1"),
+    ("rotation_range", -5, r"a finite number >= 0"),
+    ("rotation_range", NAN, r"a finite number >= 0"),
+    ("rotation_range", INF, r"a finite number >= 0"),
+    ("rotation_range", "20", r"a finite number >= 0"),
+    ("shear_range", INF, r"a finite number >= 0"),
+    ("width_shift_range", INF, r"a finite number >= 0"),
+    ("height_shift_range", -0.1, r"a finite number >= 0"),
+    ("width_shift_range", [0.1], r"a finite number >= 0 \(a fraction of the size below 1, "
+                                 r"or pixels from 1\)"),
+    ("channel_shift_range", -10, r"a finite number >= 0"),
+    ("channel_shift_range", INF, r"a finite number >= 0"),
+    ("cval", NAN, r"a finite number"),
+    ("fill_mode", ["nearest"], r"one of 'constant', 'nearest', 'reflect', 'wrap'"),
+    ("fill_mode", "mirror", r"one of 'constant'"),
+    ("horizontal_flip", 0.5, r"True or False"),
+    ("vertical_flip", "yes", r"True or False"),
+])
+def test_malformed_arguments_are_refused_naming_them(name, value, requirement):
+    """An inverted brightness_range raised albumentations' own error about `multiplier`;
+    inf ranges, a flip of 0.5 and an unhashable fill_mode were taken or failed unnamed."""
+    with pytest.raises(ValueError, match=rf"^`{name}` must be .*{requirement}.*Received: "
+                                         rf"{name}={re.escape(repr(value))}"):
+        kg.augment.from_image_data_generator(**{name: value})
+
+
+def test_well_formed_ranges_in_any_sequence_are_taken():
+    out = kg.augment.from_image_data_generator(
+        zoom_range=np.array([0.8, 1.25]), brightness_range=(0.5, 1.5),
+        horizontal_flip=np.bool_(True), vertical_flip=None, cval=-1)
+    names = [type(step).__name__ for step in out["augment"]]
+    assert names == ["Affine", "HorizontalFlip", "MultiplicativeNoise"]
+    assert out["augment"][2].multiplier == (0.5, 1.5)
 
 
 def test_defaults_left_as_keras_writes_them_ask_for_nothing():
