@@ -15,8 +15,8 @@ import importlib
 import inspect
 import os
 import struct
+import sys
 import threading
-import zlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import IO, Any, Literal, Protocol
@@ -28,6 +28,7 @@ try:
 except ImportError:  # named with the pip command in TFRecordGenerator(...)
     google_crc32c = None  # type: ignore[assignment]
 
+from kerasgen import _budget
 from kerasgen import _checks
 from kerasgen.sources import _remote
 from kerasgen.sources import _remote_cache
@@ -56,7 +57,6 @@ FLOAT32_EXACT = EXACT_INTEGERS["float32"]  # larger integers would be rounded in
 # compression_type as tf.data.TFRecordDataset names it ("" and None: none)
 COMPRESSION_TYPES = (None, "", "GZIP", "ZLIB")
 CompressionType = Literal["", "GZIP", "ZLIB"]  # COMPRESSION_TYPES, less None
-_WBITS = {"GZIP": 31, "ZLIB": 15}  # zlib's window bits of each stream format
 _CACHE_SUFFIX = {"GZIP": "gunzip", "ZLIB": "zlib"}  # the decompressed copy's cache key
 _CHUNK = 1 << 20
 _FETCH_THREADS = 8  # shards fetched or decompressed at once
@@ -135,13 +135,17 @@ class Shards:
         store: the `sources._remote.Store` that reads URLs (and holds the cache).
         compression: "" (none), "GZIP" or "ZLIB" (every file).
         verbose: a progress bar for copies taking over 2 s.
+        max_record_bytes: the most bytes a record may declare while a compressed file
+            is decompressed (see `decompress`); None: no limit.
     """
 
     def __init__(self, files: Any, what: str, store: _remote.Store,
-                 compression: str = "", verbose: int = 1) -> None:
+                 compression: str = "", verbose: int = 1,
+                 max_record_bytes: int | None = _budget.MAX_RECORD_BYTES) -> None:
         self.what = what
         self.store = store
         self.compression = compression or ""
+        self.max_record_bytes = max_record_bytes
         self.names = expand(files, what, store)
         self._lock = threading.Lock()
         for name in self.names:  # before any download: a missing file fails at once
@@ -207,7 +211,8 @@ class Shards:
         cache = self.store.cache if self.store.cache is not None else _remote_cache.scratch()
         key = RemoteCache.key(f"{canon}|{_CACHE_SUFFIX[self.compression]}", version)
         return cache.path(key, lambda out: decompress(source(), out, self.compression,
-                                                      name, self.what), name)
+                                                      name, self.what,
+                                                      self.max_record_bytes), name)
 
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
@@ -235,10 +240,15 @@ def is_tfrecord(head: bytes) -> bool:
 
 
 def decompress(source: str, out: IO[bytes], kind: str, name: str,
-               what: str = "TFRecord file") -> None:
+               what: str = "TFRecord file",
+               limit: int | None = _budget.MAX_RECORD_BYTES) -> None:
     """Writes the decompressed bytes of the file `source` (`kind`: "GZIP" or "ZLIB",
-    concatenated streams read in turn) to `out`, streamed; a stream that is cut short,
-    corrupt or not `kind` is a ValueError naming `name`."""
+    concatenated streams read in turn) to `out`, streamed a megabyte at a time; a stream
+    that is cut short, corrupt or not `kind` is a ValueError naming `name`. The bytes
+    follow the TFRecord framing as they are decompressed (`_Framing`): a record whose
+    length fails its CRC32C check, or is above `limit` (max_record_bytes), is refused
+    before the bytes after its header are written, so a corrupt stream or a bomb
+    inflating to gigabytes costs a megabyte, not the disk."""
     def wrong(head: bytes) -> ValueError:
         found = compression_of(head)
         hint = (f"it is {found}-compressed: pass compression_type={found!r}" if found
@@ -247,36 +257,84 @@ def decompress(source: str, out: IO[bytes], kind: str, name: str,
         return ValueError(f"{name} is not a {kind} stream (compression_type={kind!r}): "
                           f"{hint}.")
 
-    stream = zlib.decompressobj(_WBITS[kind])
-    fed = False  # whether the stream now being read got any input
+    inflater = _budget.Inflater(kind)
+    framing = _Framing(f"{name} (decompressed)", limit)
     with _checks.open_regular(source, f"the {what}") as f:
         first = True
-        for block in iter(lambda: f.read(_CHUNK), b""):
-            if first and compression_of(block) != kind:
-                raise wrong(block)
-            first = False
-            data = block
-            while data:
-                fed = True
-                try:
-                    out.write(stream.decompress(data, 8 * _CHUNK))
-                except zlib.error as error:
-                    raise ValueError(
-                        f"{name} is corrupt: its {kind} stream fails to decompress "
-                        f"({error}). Restore an intact copy, or write the file "
-                        "again.") from None
-                if stream.eof:  # a stream ends; whatever follows is the next one
-                    data = stream.unused_data
-                    stream, fed = zlib.decompressobj(_WBITS[kind]), False
-                else:
-                    data = stream.unconsumed_tail
-        if first:
-            raise ValueError(f"{name} is empty: not a {kind} stream "
-                             f"(compression_type={kind!r}).")
-    if fed and not stream.eof:
-        raise ValueError(f"{name} is truncated: its {kind} stream ends before its end "
-                         "marker (an interrupted download or copy?). Restore an intact "
-                         "copy, or write the file again.")
+        try:
+            for block in iter(lambda: f.read(_CHUNK), b""):
+                if first and compression_of(block) != kind:
+                    raise wrong(block)
+                first = False
+                inflater.feed(block)
+                data = inflater.read()
+                while data:
+                    framing.feed(data)
+                    out.write(data)
+                    data = inflater.read()
+            if first:
+                raise ValueError(f"{name} is empty: not a {kind} stream "
+                                 f"(compression_type={kind!r}).")
+            inflater.finish()
+        except _budget.BadStream as error:
+            raise ValueError(f"{name}{str(error)[2:]}. Restore an intact copy, or write the "
+                             "file again.") from None
+    framing.end()
+
+
+class _Framing:
+    """Follows the TFRecord framing of a stream fed chunk by chunk (`feed`): each
+    record's 12-byte header is checked as soon as it is complete (its length's CRC32C,
+    the length against `limit`), and `end` checks that the last record is whole. Errors
+    name `name`, the record and its byte offset."""
+
+    def __init__(self, name: str, limit: int | None) -> None:
+        self.name, self.limit = name, limit
+        self.pos = 0  # bytes fed
+        self.next = 0  # where the next record's header begins
+        self.record = 0  # its number
+        self.partial = b""  # its first bytes, when a chunk ended inside it
+
+    def feed(self, data: bytes) -> None:
+        begin = self.pos
+        self.pos += len(data)
+        if self.partial:
+            self.partial += data[:12 - len(self.partial)]
+            if len(self.partial) < 12:
+                return
+            header, self.partial = self.partial, b""
+            self._header(header)
+        while self.next < self.pos:
+            at = self.next - begin
+            header = data[at:at + 12]
+            if len(header) < 12:
+                self.partial = header
+                return
+            self._header(header)
+
+    def _header(self, header: bytes) -> None:
+        (length,), (stored,) = struct.unpack("<Q", header[:8]), struct.unpack(
+            "<I", header[8:])
+        if masked_crc(header[:8]) != stored:
+            hint = " (what it decompresses to is not a TFRecord file)" if (
+                self.record == 0) else ""
+            raise ValueError(f"{self.name} is corrupt: the length of record {self.record} "
+                             f"(at byte {self.next}) fails its CRC32C check{hint}. Rewrite "
+                             "the file, or restore an intact copy.")
+        if self.limit is not None and length > self.limit:
+            raise _budget.too_large(f"Record {self.record} (byte {self.next}) of "
+                                    f"{self.name}", length, self.limit,
+                                    "declares a length of")
+        self.next += 16 + length
+        self.record += 1
+
+    def end(self) -> None:
+        if self.partial:
+            raise ValueError(f"{self.name} is truncated: an incomplete header of record "
+                             f"{self.record} at byte {self.next}.")
+        if self.next > self.pos:
+            raise ValueError(f"{self.name} is truncated: record {self.record - 1} ends "
+                             f"early, at byte {self.pos} of {self.next}.")
 
 
 def check_compression(compression_type: Any) -> str:
@@ -290,11 +348,15 @@ def check_compression(compression_type: Any) -> str:
 
 # ------------------------------------------------------------------ TFRecord container
 def index_records(paths: Sequence[StrPath], verbose: int = 1,
-                  names: Sequence[str] | None = None) -> list[tuple[int, int, int, int]]:
+                  names: Sequence[str] | None = None,
+                  limit: int | None = _budget.MAX_RECORD_BYTES,
+                  ) -> list[tuple[int, int, int, int]]:
     """[(file number, data offset, length, record number in the file)] of every record,
     reading only the 12-byte headers; the CRC of each length is checked here, before the
-    length is trusted. Errors name file i as `names[i]` (default: its path)."""
+    length is trusted, and the length against `limit` (max_record_bytes; None: none).
+    Errors name file i as `names[i]` (default: its path)."""
     index = []
+    bound = sys.maxsize if limit is None else limit
     for number, path in enumerate(progress(paths, "Indexing TFRecord files", len(paths),
                                            verbose)):
         name = os.fspath(path) if names is None else names[number]
@@ -317,6 +379,9 @@ def index_records(paths: Sequence[StrPath], verbose: int = 1,
                         f"{name} is corrupt: the length of record {record} (at byte "
                         f"{offset}) fails its CRC32C check. Rewrite the file, or restore "
                         f"an intact copy.")
+                if length > bound:
+                    raise _budget.too_large(f"Record {record} (byte {offset}) of {name}",
+                                            length, bound, "declares a length of")
                 data_offset = offset + 12
                 offset = data_offset + length + 4
                 if offset > size:
@@ -364,7 +429,8 @@ class TFRecordFiles:
     def __init__(self, shards: Shards, verbose: int = 1) -> None:
         self.shards = shards
         self.index = index_records(shards.paths, verbose,
-                                   [shards.shown(i) for i in range(len(shards))])
+                                   [shards.shown(i) for i in range(len(shards))],
+                                   shards.max_record_bytes)
         self._local = threading.local()
 
     def __len__(self) -> int:
@@ -567,6 +633,13 @@ class TFRecordGenerator(_ExampleGenerator):
             ImageFolderGenerator (JPEG records decoded by nvImageCodec, the GPU's where
             CUDA is present).
         label_mode: "int" (default, as Keras) when there is a "label" feature, else None.
+        max_record_bytes: the most bytes a record may declare (default 268_435_456,
+            256 MiB; None: no limit), checked in each record's header before it is
+            read, as `max_pixels` guards decoding, and while a compressed file is
+            decompressed: its records' headers are checked as they come out, so a
+            stream that is corrupt, or inflates to gigabytes, is refused within a
+            megabyte, before it is written out. Above it, a ValueError names the file,
+            the record and its byte offset.
         **common: see kg.Generator.
     """
 
@@ -578,11 +651,13 @@ class TFRecordGenerator(_ExampleGenerator):
                  decoder: Decoder = "opencv",
                  label_mode: LabelMode | Literal["auto"] | None = "auto",
                  class_names: Sequence[str] | None = None, verbose: int = 1,
+                 max_record_bytes: int | None = _budget.MAX_RECORD_BYTES,
                  storage_options: Mapping[str, Any] | None = None,
                  remote_cache: StrPath | RemoteCache | None = None,
                  **common: Any) -> None:
         _checks.labels_come_from(self, common, "the feature of kind 'label' in "
                                  "`feature_spec`")
+        limit = self.max_record_bytes = _budget.check_max_record_bytes(max_record_bytes)
         if isinstance(common.get("features"), Mapping):  # the old name of feature_spec
             if feature_spec is not None:
                 raise TypeError("TFRecordGenerator got two feature specs: `feature_spec` and "
@@ -599,7 +674,7 @@ class TFRecordGenerator(_ExampleGenerator):
 
         def open_container(store: _remote.Store) -> TFRecordFiles:
             return TFRecordFiles(Shards(files, "TFRecord file", store, compression,
-                                        verbose), verbose)
+                                        verbose, limit), verbose)
 
         self._setup(open_container, feature_spec, image_size=image_size,
                     color_mode=color_mode, interpolation=interpolation, rescale=rescale,

@@ -290,3 +290,25 @@ def test_tfrecord_kind_mismatch_in_a_later_record(tmp_path):
     with pytest.raises(ValueError, match=r"same length in every record: record 0 \(byte 0\)"
                                          r" .* has 2 values, record 1 .* has 3"):
         kg.TFRecordGenerator(path, {"v": "float"}, verbose=0)
+
+
+def test_a_record_longer_than_max_record_bytes_is_refused_when_indexed(tmp_path):
+    path = write(tmp_path / "sizes.tfrecord",
+                 [{"v": ("float_list", [float(k)]), "pad": ("bytes_list", [b"x" * 100 * k])}
+                  for k in range(3)])
+    data, offsets, lengths = open(path, "rb").read(), [], []
+    while sum(12 + n + 4 for n in lengths) < len(data):
+        offsets.append(sum(12 + n + 4 for n in lengths))
+        lengths.append(struct.unpack("<Q", data[offsets[-1]:offsets[-1] + 8])[0])
+    limit = lengths[2] - 1
+    with pytest.raises(ValueError, match=rf"^Record 2 \(byte {offsets[2]}\) of .*sizes\."
+                                         rf"tfrecord declares a length of {lengths[2]:,} "
+                                         rf"bytes, more than max_record_bytes={limit:,} "
+                                         r"bytes \(a guard against decompression bombs.*"
+                                         r"Pass a larger `max_record_bytes`, or "
+                                         r"max_record_bytes=None"):
+        kg.TFRecordGenerator(path, {"v": "float"}, max_record_bytes=limit, verbose=0)
+    for limit in (lengths[2], None):
+        gen = kg.TFRecordGenerator(path, {"v": "float"}, max_record_bytes=limit,
+                                   batch_size=3, shuffle=False, verbose=0)
+        assert gen[0][:, 0].tolist() == [0.0, 1.0, 2.0]

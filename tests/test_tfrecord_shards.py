@@ -7,6 +7,7 @@ import gzip
 import os
 import pickle
 import re
+import struct
 import uuid
 import zlib
 from pathlib import Path
@@ -344,3 +345,30 @@ def test_worker_processes_read_the_local_copies(shards, memory_root):
     gen.on_epoch_end()  # the workers end
     assert_same(got, [plain[i] for i in range(len(plain))])
     assert sorted(np.concatenate([ids(x) for x, _ in got]).tolist()) == list(range(15))
+
+
+@pytest.mark.parametrize("kind", ["GZIP", "ZLIB"])
+def test_a_compressed_file_is_checked_record_by_record_as_it_is_decompressed(tmp_path,
+                                                                             kind):
+    raw = open(write_shards(tmp_path / "plain", shards=1)[0], "rb").read()
+    pack = gzip.compress if kind == "GZIP" else zlib.compress
+    cache = tmp_path / "cache"
+    # five good records, then 32 MiB of zeros: refused at the first bad header, no copy kept
+    spoilt = tmp_path / f"spoilt.{kind}"
+    spoilt.write_bytes(pack(raw + bytes(32 << 20)))
+    with pytest.raises(ValueError, match=rf"^{re.escape(str(spoilt))} \(decompressed\) is "
+                                         rf"corrupt: the length of record 5 \(at byte "
+                                         rf"{len(raw)}\) fails its CRC32C check\. Rewrite"):
+        kg.TFRecordGenerator(str(spoilt), SPEC, compression_type=kind,
+                             remote_cache=str(cache), **COMMON)
+    assert not RemoteCache(cache).entries()
+    length = struct.unpack("<Q", raw[:8])[0]
+    good = tmp_path / f"good.{kind}"
+    good.write_bytes(pack(raw))
+    with pytest.raises(ValueError, match=rf"^Record 0 \(byte 0\) of .*good\.{kind} "
+                                         rf"\(decompressed\) declares a length of {length} "
+                                         rf"bytes, more than max_record_bytes={length - 1} "):
+        kg.TFRecordGenerator(str(good), SPEC, compression_type=kind, remote_cache=str(cache),
+                             max_record_bytes=length - 1, **COMMON)
+    assert len(kg.TFRecordGenerator(str(good), SPEC, compression_type=kind,
+                                    max_record_bytes=None, **COMMON).index) == 5
