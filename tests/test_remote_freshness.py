@@ -186,3 +186,14 @@ def test_a_tfrecord_shard_on_a_server_without_versions_is_never_trusted_across_r
     assert os.path.getsize(root / "part-0.tfrecord") == size
     with pytest.warns(UserWarning, match="gives no version"):
         assert kg.TFRecordGenerator(url, **common)[0].ravel().tolist() == [7, 8, 9]
+
+
+def test_a_decoded_image_file_cache_of_an_http_folder_follows_a_changed_object(
+        folder, tmp_path, http_folder):
+    server = http_folder(folder)  # its folder pages give no version: each object is asked
+    common = dict(COMMON, cache=str(tmp_path / "decoded.kgc"))
+    assert values(kg.ImageFolderGenerator(server.url + "/", **common)[0]) == [10, 20, 30, 40]
+    (folder / "a" / "1.bmp").write_bytes(bmp(88))  # same size
+    with pytest.warns(UserWarning, match="was made for other files or settings; rebuilding"):
+        gen = kg.ImageFolderGenerator(server.url + "/", **common)
+    assert values(gen[0]) == [10, 88, 30, 40]

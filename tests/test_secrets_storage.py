@@ -156,3 +156,14 @@ def test_a_failed_fetch_ahead_holds_no_secret_before_any_boundary(site, http_fol
     assert isinstance(error, ConnectionError) and "503" in str(error)
     assert_nowhere(os.devnull, errors=[error])
     proxy.fail_next(0)
+
+
+def test_the_warning_of_a_store_without_versions_shows_no_password(site, tmp_path,
+                                                                    http_folder):
+    server = http_folder(site, versions=False)
+    url = f"http://kguser:{PASSWORD}@127.0.0.1:{server.port}/"
+    gen = kg.ImageFolderGenerator(url, remote_cache=tmp_path / "cache", **COMMON)
+    with pytest.warns(UserWarning, match=r"http://127\.0\.0\.1:\d+ gives no version \(ETag.*"
+                                         r"\) of http://\*\*\*@127") as caught:
+        gen[0]
+    assert not any(s in str(w.message) for w in caught for s in SECRETS)

@@ -156,6 +156,7 @@ class Store:
         self._listings: dict[tuple[str, int], Future[None]] = {}  # folder, round
         self._warned: set[str] = set()  # stores said to give no version
         self._seen_signal: tuple[int, int] | None = None  # the signal file, as last seen
+        self._asked_all = -1  # the round `version` asked every HTTP object's version in
 
     def __getstate__(self) -> dict[str, Any]:
         if self._signal is None and self.versions:  # copies will hear of each round
@@ -163,7 +164,7 @@ class Store:
                                         f"round-{self._token}")
         state = self.__dict__.copy()
         for name in ("_fs", "_lock", "_pending", "_reading", "_recent", "_pool",
-                     "_breakers", "_listings", "_warned", "_seen_signal"):
+                     "_breakers", "_listings", "_warned", "_seen_signal", "_asked_all"):
             state.pop(name)
         state["_copy"] = True
         return state
@@ -434,6 +435,13 @@ class Store:
         one of this store alone); None for a local path."""
         if not is_url(path):
             return None
+        round_ = self._current_round()
+        if _is_web(path) and self._asked_all != round_:  # HEADs at once, not in turn
+            self._asked_all = round_
+            todo = [u for u in self.versions if _is_web(u) and self._checked.get(u) != round_]
+            if len(todo) > 1:
+                with ThreadPoolExecutor(min(self.io_threads, len(todo))) as pool:
+                    list(pool.map(lambda u: _quietly(self._info, u, "file"), todo))
         version = self._confirmed(path, "file")
         return f"unversioned {self._token}" if version is None else version
 
