@@ -478,7 +478,9 @@ class ImageLoader:
 
         def thumb(i):
             try:
-                return i, images.resize(self._decoded(i, size, "rgb", 8), size, "rgb")
+                # at the loader's own depth: a thumbnail of a 16-bit file at
+                # bit_depth=16 is no 8-bit reduction to warn of
+                return i, images.resize(self._decoded(i, size, "rgb"), size, "rgb")
             except (ValueError, FileNotFoundError) as error:
                 if self.on_error == "raise":
                     raise _bad_file(error, self.file_paths[i]) from None

@@ -91,3 +91,27 @@ def test_a_sixteen_bit_folder_trains_through_fit(deep):
 def test_what_sixteen_bits_cannot_take_is_refused(deep, options, match):
     with pytest.raises(ValueError, match=match):
         kg.ImageFolderGenerator(deep, image_size=(12, 12), verbose=0, **options)
+
+
+def test_a_dtype_that_cannot_hold_sixteen_bits_is_named(deep):
+    """It named `rescale` (rescale=None) for a dtype that cannot hold 65535."""
+    with pytest.raises(ValueError, match=r"^`dtype` must hold the pixels \(0 to 65535 at "
+                                         r"bit_depth=16\)\. Received: dtype='uint8' .*"
+                                         r"make 65535 into 255"):
+        kg.ImageFolderGenerator(deep, image_size=(12, 12), bit_depth=16, dtype="uint8",
+                                verbose=0)
+
+
+def test_smote_at_sixteen_bits_warns_of_no_reduction(deep, monkeypatch):
+    """SMOTE's thumbnails were decoded at 8 bits, warning that 16-bit files 'are reduced'
+    to a user who passed bit_depth=16."""
+    import warnings
+
+    monkeypatch.setattr(_images, "_warned_deep", False)
+    gen = kg.ImageFolderGenerator(deep, image_size=(12, 12), bit_depth=16, batch_size=12,
+                                  sampler=kg.samplers.SMOTE(k_neighbors=2, seed=0), seed=0,
+                                  verbose=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        x, y = gen[0]
+    assert x.dtype == np.float32 and x.max() > 255  # 0..65535, blended

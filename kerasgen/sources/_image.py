@@ -121,6 +121,13 @@ class ImageSource:
         pixels = self.loader.pixel_dtype
         if dtype is not None and not batching.fits_always(pixels, dtype, self.rescale):
             top = np.iinfo(pixels).max
+            if self.rescale is None:  # the dtype is at fault, not a rescale
+                raise ValueError(
+                    f"`dtype` must hold the pixels (0 to {top} at bit_depth="
+                    f"{self.loader.bit_depth}). Received: dtype={dtype!r} "
+                    f"({batching.holds(dtype)}), which would make {top} into "
+                    f"{batching.became(pixels(top), dtype)!r}. Use dtype='uint16' or "
+                    "'float32' (or a float dtype with rescale=1/65535), or bit_depth=8.")
             raise ValueError(
                 f"`rescale` must keep pixels (0 to {top}, bit_depth="
                 f"{self.loader.bit_depth}) within dtype={dtype!r} "
