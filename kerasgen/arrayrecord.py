@@ -11,12 +11,14 @@ from __future__ import annotations
 import functools
 import os
 import re
+import struct
 import threading
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, Literal
+from typing import Any, Literal, NoReturn
 
 import numpy as np
 
+from kerasgen import _budget
 from kerasgen import _checks
 from kerasgen.sources import _remote
 from kerasgen._progress import progress
@@ -32,6 +34,15 @@ PIP = 'pip install "kerasgen3[arrayrecord]"'
 # per read (the decode threads already read in parallel, each with its own reader).
 READER_OPTIONS = "readahead_buffer_size:0,max_parallelism:1"
 _example = functools.partial(import_example, "ArrayRecordGenerator", PIP, False)
+# Riegeli's layout (riegeli/doc/riegeli_records_file_format.md): 64 KiB blocks, each
+# starting with a 24-byte block header; chunks with a 40-byte header
+_BLOCK, _BLOCK_HEADER, _CHUNK_HEADER = 1 << 16, 24, 40
+_USABLE = _BLOCK - _BLOCK_HEADER
+_KNOWN_CHUNKS = b"smprt"  # signature, metadata, padding, simple and transposed records
+_RECORD_CHUNKS = b"rt"
+_HEADER = struct.Struct("<QQQQ")  # data_size, data_hash, chunk_type | num_records << 8,
+#                                    decoded_data_size
+_WINDOW = 4096  # bytes read at once while walking the chunks
 
 
 def _reader_class() -> Any:
@@ -43,20 +54,90 @@ def _reader_class() -> Any:
     return ArrayRecordReader
 
 
+def check_chunks(path: str, name: str, limit: int | None) -> None:
+    """Refuses, before ArrayRecordReader decodes any of them, a chunk of the ArrayRecord
+    file at `path` (named `name`) whose records decode to more than `limit` bytes
+    (max_record_bytes): the chunks are walked by their 40-byte headers (read by offset,
+    a few kilobytes at a time), whose `decoded_data_size` is what a read of any record
+    of the chunk allocates. A header it cannot follow (not a Riegeli file, cut short,
+    damaged) is left to ArrayRecordReader, which names the file when it meets it."""
+    if limit is None:
+        return
+    with _checks.open_regular(path, "the ArrayRecord file") as f:
+        fd, size = f.fileno(), os.fstat(f.fileno()).st_size
+        window, begin = b"", 0  # bytes of the file from `begin`
+        pos = records = 0
+        found: tuple[int, int, int, int] | None = None  # a chunk above the limit
+        later = 0  # record chunks after it (the last two are the file's index)
+        while pos < size:
+            at = pos + _BLOCK_HEADER if pos % _BLOCK == 0 else pos
+            boundary = -at % _BLOCK  # a block header may interrupt the chunk header
+            need = _CHUNK_HEADER + (_BLOCK_HEADER if boundary < _CHUNK_HEADER else 0)
+            if at + need > begin + len(window):
+                window, begin = os.pread(fd, max(_WINDOW, need), at), at
+            header = window[at - begin:at - begin + need]
+            if boundary < _CHUNK_HEADER:
+                header = header[:boundary] + header[boundary + _BLOCK_HEADER:]
+            if len(header) < _CHUNK_HEADER:
+                break
+            data_size, _, kind_count, decoded = _HEADER.unpack_from(header, 8)
+            kind, count = kind_count & 0xFF, kind_count >> 8
+            if kind not in _KNOWN_CHUNKS:
+                break
+            if kind in _RECORD_CHUNKS:
+                if found is not None:
+                    later += 1
+                    if later == 2:
+                        _refuse(*found, name, limit)
+                elif decoded > limit:
+                    found = (pos, records, count, decoded)
+                records += count
+            # where the chunk ends (the format's AddWithOverhead and
+            # RoundUpToPossibleChunkBoundary)
+            chunk = _CHUNK_HEADER + data_size
+            end = pos + chunk + (chunk + (pos + _USABLE - 1) % _BLOCK) // _USABLE * _BLOCK_HEADER
+            least = pos + count
+            left = _BLOCK - 1 - (least + _BLOCK - 1) % _BLOCK
+            pos = max(end, least + left - _USABLE + 1 if left >= _USABLE else least)
+        if found is not None:  # among the last two record chunks of a whole walk
+            _refuse(*found, name, limit, index=pos >= size)
+
+
+def _refuse(pos: int, first: int, count: int, decoded: int, name: str, limit: int,
+            index: bool = False) -> NoReturn:
+    verb, hint = "decodes to", ""
+    if index:
+        what = f"The index of {name} (a chunk at byte {pos})"
+    elif count == 1:
+        what = f"Record {first} of {name} (a chunk at byte {pos})"
+    else:
+        what = (f"Records {first} to {first + count - 1} of {name}, one chunk at byte {pos} "
+                "that a read of any of them decodes whole,")
+        verb = "decode to"
+        hint = ("Write the file with group_size:1 (ArrayRecordWriter(path, "
+                "'group_size:1')), or ")
+    raise _budget.too_large(what, decoded, limit, verb, hint)
+
+
 class ArrayRecordFiles:
     """The records of ArrayRecord files (local: `shards.paths`), read by number through
     ArrayRecordReader, one reader per thread and file (a reader is not shared between
-    threads)."""
+    threads). A file whose chunks decode to more than `max_record_bytes` (a record, or
+    a group of records read together) is refused when it is opened, before any is
+    decoded."""
 
     generator = "ArrayRecordGenerator"
 
-    def __init__(self, shards: Shards, verbose: int = 1) -> None:
+    def __init__(self, shards: Shards, verbose: int = 1,
+                 max_record_bytes: int | None = _budget.MAX_RECORD_BYTES) -> None:
         self.shards = shards
         self._reader = _reader_class()
         self._local = threading.local()
         counts = []
         for number in progress(range(len(shards)), "Opening ArrayRecord files",
                                len(shards), verbose):
+            shards.opened(number, lambda path: check_chunks(path, shards.shown(number),
+                                                            max_record_bytes))
             reader = self._open(number)
             counts.append(reader.num_records())
             self._check_groups(number, reader)
@@ -180,6 +261,12 @@ class ArrayRecordGenerator(_ExampleGenerator):
             `color_mode`, `interpolation` and `rescale`).
         decoder: "opencv" (default) or "nvimgcodec", for "image" features.
         label_mode: "int" (default, as Keras) when there is a "label" feature, else None.
+        max_record_bytes: the most bytes a read may decode (default 268_435_456,
+            256 MiB; None: no limit), as `max_pixels` guards decoding: each chunk's
+            decoded size is read from its header when the generator is made, before
+            ArrayRecordReader decodes any (a chunk is one record with group_size:1, or
+            the group read whole for any of its records). Above it, a ValueError names
+            the file, the records and the chunk's byte offset.
         **common: see kg.Generator.
     """
 
@@ -190,16 +277,18 @@ class ArrayRecordGenerator(_ExampleGenerator):
                  decoder: Decoder = "opencv",
                  label_mode: LabelMode | Literal["auto"] | None = "auto",
                  class_names: Sequence[str] | None = None, verbose: int = 1,
+                 max_record_bytes: int | None = _budget.MAX_RECORD_BYTES,
                  storage_options: Mapping[str, Any] | None = None,
                  remote_cache: StrPath | RemoteCache | None = None,
                  **common: Any) -> None:
         _checks.labels_come_from(self, common, "the feature of kind 'label' in "
                                  "`feature_spec`")
+        limit = self.max_record_bytes = _budget.check_max_record_bytes(max_record_bytes)
         _reader_class()  # before any file is fetched
 
         def open_container(store: _remote.Store) -> ArrayRecordFiles:
             return ArrayRecordFiles(Shards(files, "ArrayRecord file", store,
-                                           verbose=verbose), verbose)
+                                           verbose=verbose), verbose, limit)
 
         self._setup(open_container, feature_spec, image_size=image_size,
                     color_mode=color_mode, interpolation=interpolation, rescale=rescale,

@@ -3,6 +3,7 @@ read by ArrayRecord's random access: the same batches as TFRecordGenerator's for
 records, globs and remote files, and errors naming the file and the record."""
 
 import os
+import re
 import sys
 import uuid
 
@@ -120,3 +121,30 @@ def test_array_record_without_its_package_says_how_to_install(arrays, monkeypatc
     with pytest.raises(ImportError, match=r'ArrayRecordGenerator needs the array_record '
                                           r'package: pip install "kerasgen3\[arrayrecord\]"'):
         ArrayRecordGenerator(arrays, SPEC, verbose=0)
+
+
+def test_a_chunk_above_max_record_bytes_is_refused_before_it_is_decoded(tmp_path):
+    sizes = [len(example(k)) for k in range(6)]
+    single = write_arrays(tmp_path / "one", shards=1, per_shard=6)[0]
+    limit = max(sizes) - 1
+    first = next(k for k, size in enumerate(sizes) if size > limit)
+    with pytest.raises(ValueError, match=rf"^Record {first} of {re.escape(single)} \(a chunk "
+                                         rf"at byte \d+\) decodes to {max(sizes)} bytes, more "
+                                         rf"than max_record_bytes={limit} bytes \(a guard "
+                                         r"against decompression bombs.*Pass a larger "
+                                         r"`max_record_bytes`, or max_record_bytes=None"):
+        ArrayRecordGenerator(single, SPEC, max_record_bytes=limit, verbose=0)
+    assert ArrayRecordGenerator(single, SPEC, max_record_bytes=max(sizes),
+                                verbose=0).num_samples == 6
+    grouped = write_arrays(tmp_path / "three", shards=1, per_shard=6,
+                           options="group_size:3")[0]
+    with pytest.raises(ValueError, match=rf"^Records 0 to 2 of {re.escape(grouped)}, one "
+                                         r"chunk at byte 64 that a read of any of them "
+                                         rf"decodes whole, decode to {sum(sizes[:3])} bytes, "
+                                         r"more than .*\. Write the file with group_size:1 "
+                                         r"\(ArrayRecordWriter\(path, 'group_size:1'\)\), or "
+                                         r"pass a larger `max_record_bytes`"):
+        ArrayRecordGenerator(grouped, SPEC, max_record_bytes=max(sizes), verbose=0)
+    with pytest.warns(UserWarning, match="group_size:3"):
+        gen = ArrayRecordGenerator(grouped, SPEC, max_record_bytes=None, verbose=0)
+    assert gen.num_samples == 6
