@@ -92,8 +92,8 @@ def test_a_warm_epoch_asks_versions_cheaply_one_listing_per_folder_or_a_head_per
         gen = kg.ImageFolderGenerator(url, storage_options=options,
                                       remote_cache=tmp_path / kind, **COMMON)
         gen[0]
-        gen.on_epoch_end()
         before = len(proxy.seen)
+        gen.on_epoch_end()  # S3: the listings start here, in the background
         gen[0]
         asked = proxy.seen[before:]
         if kind == "s3":  # one listing of each of the 2 folders, no object
