@@ -197,6 +197,12 @@ KNOWN_NAMES = {
                "backend reads"),
     "keep_sparse": "kerasgen's batches are dense NumPy arrays",
     "X": "kerasgen's is x= (lower case)",
+    **{name: ("this generator holds the samples it is given: split them first "
+              "(sklearn.model_selection.train_test_split(..., stratify=labels, "
+              "random_state=seed)) and build one generator per part, the validation "
+              "one without sampler or augment (docs/custom-datasets.md, \"Validation\"); "
+              "the folder, CSV, detection and SQL generators take validation_split and "
+              "offer split()") for name in ("validation_split", "subset")},
     **{name: _AUGMENT for name in (
         "rotation_range", "width_shift_range", "height_shift_range", "brightness_range",
         "shear_range", "zoom_range", "channel_shift_range", "fill_mode", "cval",

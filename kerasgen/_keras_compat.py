@@ -316,6 +316,24 @@ def warn_predict_order(gen, epoch):
         f"preds[np.argsort(gen.epoch_plan({epoch}))].", UserWarning, stacklevel=3)
 
 
+def warn_evaluate_measures(gen, changes):
+    """`evaluate` outside `fit` reads the epoch `gen` makes with `changes` (its options,
+    as `name=value`): resampled or augmented samples, not the data as it is: says so,
+    and how to measure the data itself."""
+    _redact.warn(
+        f"model.evaluate() measures the epoch {type(gen).__name__} makes with "
+        f"{', '.join(changes)}: its metrics count resampled or augmented samples (rare "
+        "classes repeated, transformed images), not the data as it is. Evaluate a "
+        "generator built without them (ImageFolderGenerator.split() and CSVGenerator.split() "
+        "build the validation one so).", UserWarning, stacklevel=3)
+
+
+def in_evaluate():
+    """Whether the caller runs inside a Keras `evaluate` call outside `fit` (fit's
+    validation pass runs `evaluate` too)."""
+    return _keras_frame("evaluate") is not None and _keras_frame("fit") is None
+
+
 def in_predict():
     """Whether the caller runs inside a Keras `predict` call (a function `predict` in one
     of Keras's `trainer.py` files up the stack)."""

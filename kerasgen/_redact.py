@@ -202,11 +202,23 @@ def errors(function: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
+_WRAPPER_CODE = errors(lambda: None).__code__  # the code of every `errors` wrapper
+
+
 # ----------------------------------------------------------------------------- warnings
 def warn(message: str, category: type[Warning] = UserWarning, stacklevel: int = 1) -> None:
     """`warnings.warn(redact(message), category, stacklevel)`, the caller's frame counted
-    as warnings.warn would count it."""
-    warnings.warn(redact(message), category, stacklevel=stacklevel + 1)
+    as warnings.warn would count it, and the frames of `errors`' wrappers passed over
+    uncounted: a warning raised in a generator's constructor names the user's line."""
+    frame: Any = sys._getframe(1)  # noqa: SLF001 - the caller's frame
+    steps, remaining = 0, stacklevel - 1
+    while frame is not None:
+        if frame.f_code is not _WRAPPER_CODE:
+            if not remaining:
+                break
+            remaining -= 1
+        frame, steps = frame.f_back, steps + 1
+    warnings.warn(redact(message), category, stacklevel=steps + 2)
 
 
 # ----------------------------------------------------------------------------- logging

@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 
     from kerasgen.sources._boxes import ImageBoxes
 
-__all__ = ["from_image_data_generator", "typical"]
+__all__ = ["center_crop", "from_image_data_generator", "typical"]
 
 PIP_ALBUMENTATIONS = 'pip install "albumentations>=2.0,<2.1"'
 
@@ -73,6 +73,51 @@ def typical(image_size: ImageSize,
         A.RandomResizedCrop(size=(height, width), scale=scale, p=1.0),
         A.ColorJitter(brightness=0.2, contrast=0.2, saturation=0.2, hue=0.05, p=0.8),
     ])
+
+
+def center_crop(image_size: ImageSize) -> CenterCrop:
+    """The central `image_size` (height, width) of each image: what a validation
+    generator applies where training crops (`typical`, `A.RandomResizedCrop`), so that
+    both give the model images of one size at a like scale (torchvision's
+    Resize + CenterCrop). An image smaller than `image_size` on a side is first enlarged
+    (bilinear, its aspect ratio kept) until it covers it. The same for every draw: a
+    preprocessing, not an augmentation, so validation may use it (`split()` does).
+    Pass it as `augment=`; masks are cropped alike."""
+    return CenterCrop(_checks.image_size(image_size))
+
+
+class CenterCrop:
+    """See `center_crop`: a callable `fn(image, rng, mask=None)`, the same output for any
+    draw (`deterministic`)."""
+
+    deterministic = True  # a validation generator may take it (base.check_validation_partner)
+
+    def __init__(self, size: tuple[int, int]) -> None:
+        self.size = size
+
+    def __repr__(self) -> str:
+        return f"kg.augment.center_crop({self.size})"
+
+    def __call__(self, image: np.ndarray, rng: np.random.Generator | None = None,
+                 mask: np.ndarray | None = None) -> Any:
+        out = self._crop(image, cv2_interpolation="linear")
+        if mask is None:
+            return out
+        return out, self._crop(mask, cv2_interpolation="nearest")
+
+    def _crop(self, image: np.ndarray, cv2_interpolation: str) -> np.ndarray:
+        height, width = self.size
+        h, w = image.shape[:2]
+        scale = max(height / h, width / w)
+        if scale > 1:  # enlarged until it covers the crop, aspect ratio kept
+            import cv2
+
+            h, w = max(height, round(h * scale)), max(width, round(w * scale))
+            resized = cv2.resize(image, (w, h), interpolation=cv2.INTER_LINEAR if
+                                 cv2_interpolation == "linear" else cv2.INTER_NEAREST)
+            image = resized.reshape((h, w) + image.shape[2:])
+        top, left = (h - height) // 2, (w - width) // 2
+        return np.ascontiguousarray(image[top:top + height, left:left + width])
 
 
 class SampleAugment:

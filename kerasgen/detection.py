@@ -23,7 +23,7 @@ from kerasgen.sources._detection import DetectionSource
 from kerasgen.sources._remote_cache import RemoteCache
 from kerasgen._typing import (Cache, ColorMode, Decoder, ImageSize, Interpolation, OnError,
                               StrPath, Subset)
-from kerasgen.generators import _ImageFileGenerator, _processes
+from kerasgen.generators import _ImageFileGenerator, _processes, one_subset
 from kerasgen import _redact
 
 if TYPE_CHECKING:
@@ -124,6 +124,7 @@ class DetectionGenerator(_ImageFileGenerator):
                  **common: Any) -> None:
         _checks.labels_come_from(self, common, "its annotations")
         _refuse(common)
+        one_subset(self, subset)
         common.pop("label_mode", None)
         store = _remote.Store(storage_options, _remote.check_cache(remote_cache))
         box_format = boxes_mod.check_format("box_format", box_format)
@@ -141,7 +142,7 @@ class DetectionGenerator(_ImageFileGenerator):
             augment_mod.check_box_augment(common["augment"], found.keypoints is not None)
         found, skipped = _existing(found, on_missing, store)
         keep = listing.validation_subset(None, len(found.paths), validation_split, subset,
-                                         seed, files=found.paths)
+                                         seed, files=found.paths, stacklevel=4)
         if keep is not None:
             found = found.subset(keep)
         class_ids, names = _class_ids(found, class_names)

@@ -8,7 +8,7 @@ import os
 import reprlib
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, Self
 
 import numpy as np
 import numpy.typing as npt
@@ -33,9 +33,6 @@ from kerasgen import _redact
 
 if TYPE_CHECKING:
     import pandas as pd
-
-_Folder = TypeVar("_Folder", bound="ImageFolderGenerator")
-
 
 def _check_convertible(array, name, dtype, chunk=4096):
     """Refuses, naming the first row at fault, an object or string array whose batches
@@ -108,6 +105,54 @@ def _unconvertible(array, name, dtype, row, error):
                 "model that takes strings, with a TextVectorization layer, say).")
     return (f"`{name}` cannot be converted to dtype={dtype!r}: row {row} = "
             f"{reprlib.repr(value)} ({error}). Received: {name} of dtype {array.dtype}.")
+
+
+class Splits:
+    """`split()` and one answer to `subset="both"`, for every generator that takes a
+    seeded `validation_split` (the folder, CSV, detection and SQL generators)."""
+
+    @classmethod
+    def split(cls, *args: Any, validation_split: float, seed: int,
+              **kwargs: Any) -> tuple[Self, Self]:
+        """The (training, validation) pair of one seeded, stratified split, as Keras's
+        `subset="both"` returns it: `cls(*args, validation_split=..., subset=...,
+        seed=..., **kwargs)` twice. The validation generator keeps the source order
+        (shuffle=False) and gets none of the training-only `augment`, `batch_augment`,
+        `sampler` and `drop_remainder`, so its metrics count the data as it is; where the
+        training augmentation changes the images' size (a random crop, as
+        `kg.augment.typical` makes), it takes the centre of each image at that size
+        (`kg.augment.center_crop`), so the model sees one shape at a like scale.
+        """
+        if "subset" in kwargs:
+            raise TypeError(f"{cls.__name__}.split() makes both subsets; it takes no "
+                            f"`subset`. Received: subset={kwargs['subset']!r}.")
+        make: Any = cls  # a generator class (this is its mixin)
+        train = make(*args, validation_split=validation_split, subset="training",
+                     seed=seed, **kwargs)
+        for name in _TRAINING_ONLY:
+            kwargs.pop(name, None)
+        kwargs["shuffle"] = False
+        trained, plain = train.sample_shape, sources.sample_shape_of(train.source)
+        if trained is not None and plain is not None and trained != plain and len(
+                trained) == len(plain) and trained[2:] == plain[2:]:
+            from kerasgen import augment as augment_mod
+
+            kwargs["augment"] = augment_mod.center_crop(trained[:2])
+        validation = make(*args, validation_split=validation_split, subset="validation",
+                          seed=seed, **kwargs)
+        return train, validation
+
+
+def one_subset(gen: Any, subset: Any) -> None:
+    """`subset="both"` asks one generator for two: refused, naming `split()`."""
+    if isinstance(subset, str) and subset == "both":
+        name = type(gen).__name__
+        raise ValueError(
+            "`subset` must be 'training' or 'validation' for one generator. Received: "
+            f"subset='both'. For the (training, validation) pair use kg.{name}.split(..., "
+            "validation_split=..., seed=...)"
+            + (" or kg.image_dataset_from_directory(..., subset='both')."
+               if name == "ImageFolderGenerator" else "."))
 
 
 class ArrayGenerator(Generator, IteratorNames):
@@ -189,7 +234,7 @@ def _array_source(x: Any, y: Any, label_mode: str | None, common: dict[str, Any]
     return sources.ArraySource(x, y, masks=masks, describe=describe)
 
 
-class _ImageFileGenerator(Generator):
+class _ImageFileGenerator(Splits, Generator):
     """Shared by the generators whose samples are image files: their source is an
     `ImageSource` (an `ImageLoader`: decode, resize, cache, bad-file policy, thread
     pool), whose options users read here."""
@@ -451,13 +496,7 @@ class ImageFolderGenerator(_ImageFileGenerator, IteratorNames):
         _check_common(self, common)  # before listing a folder that may not exist
         store = _remote.Store(storage_options, _remote.check_cache(remote_cache))
         _checks.one_of("on_error", on_error, ("raise", "skip"))  # the listing applies it
-        if subset == "both":
-            raise ValueError(
-                "`subset` must be 'training' or 'validation' for one generator. Received: "
-                "subset='both'. For the (training, validation) pair use "
-                "kg.ImageFolderGenerator.split(directory, validation_split=..., seed=..., "
-                "...) or kg.image_dataset_from_directory(..., subset='both')."
-            )
+        one_subset(self, subset)
         if label_mode == "multi_label":
             raise ValueError("label_mode='multi_label' does not apply to a folder of "
                              "classes; use a CSVGenerator with several label columns.")
@@ -513,7 +552,7 @@ class ImageFolderGenerator(_ImageFileGenerator, IteratorNames):
             masks = None
         files_found = len(paths)  # before the split (Keras prints it)
         keep = listing.validation_subset(class_ids, len(paths), validation_split, subset,
-                                         seed, class_names=names)
+                                         seed, class_names=names, stacklevel=4)
         if keep is not None:
             paths = [paths[i] for i in keep]
             class_ids = None if class_ids is None else class_ids[keep]
@@ -544,26 +583,6 @@ class ImageFolderGenerator(_ImageFileGenerator, IteratorNames):
                 rescale=rescale, files_found=files_found,
                 listing_s=time.perf_counter() - listing_started, **loading)
         super().__init__(source=source, label_mode=label_mode, seed=seed, **common)
-
-    @classmethod
-    def split(cls: type[_Folder], directory: StrPath, *, validation_split: float, seed: int,
-              **kwargs: Any) -> tuple[_Folder, _Folder]:
-        """The (training, validation) pair of one seeded, stratified split, as Keras's
-        `subset="both"` returns it. Both take `kwargs`, except that the validation
-        generator keeps the folder order (shuffle=False) and gets none of the
-        training-only `augment`, `batch_augment`, `sampler` and `drop_remainder`.
-        """
-        if "subset" in kwargs:
-            raise TypeError("ImageFolderGenerator.split() makes both subsets; it takes no "
-                            f"`subset`. Received: subset={kwargs['subset']!r}.")
-        train = cls(directory, validation_split=validation_split, subset="training",
-                    seed=seed, **kwargs)
-        for name in _TRAINING_ONLY:
-            kwargs.pop(name, None)
-        kwargs["shuffle"] = False
-        validation = cls(directory, validation_split=validation_split,
-                         subset="validation", seed=seed, **kwargs)
-        return train, validation
 
 
 _TRAINING_ONLY = ("augment", "batch_augment", "sampler", "drop_remainder")
@@ -746,6 +765,7 @@ class CSVGenerator(_ImageFileGenerator, IteratorNames):
                  remote_cache: StrPath | RemoteCache | None = None,
                  **common: Any) -> None:
         _checks.labels_come_from(self, common, "the `y_col` column (y_col=...)")
+        one_subset(self, subset)
         store = _remote.Store(storage_options, _remote.check_cache(remote_cache))
         if (mask_col is None) != (label_mode != "mask"):
             raise ValueError("`mask_col` and label_mode='mask' go together. Received: "

@@ -20,7 +20,8 @@ from kerasgen.sources import _listing as listing
 from kerasgen.pipeline.batching import DTYPES, EXACT_INTEGERS
 from kerasgen.sources._listing import _check_unique
 from kerasgen._typing import LabelMode, StrPath, Subset
-from kerasgen.generators import ArrayGenerator, CSVGenerator, _csv_labels, _rows, _split
+from kerasgen.generators import (ArrayGenerator, CSVGenerator, Splits, _csv_labels, _rows,
+                                 _split, one_subset)
 
 
 # What one read-only SELECT (joins, CTEs, subqueries, views, functions) asks SQLite's
@@ -296,7 +297,7 @@ class SQLImageGenerator(CSVGenerator):
         super().__init__(table, x_col=x_col, y_col=y_col, **kwargs)
 
 
-class SQLFeatureGenerator(ArrayGenerator):
+class SQLFeatureGenerator(Splits, ArrayGenerator):
     """Numeric feature columns `x_col` of an SQLite query's rows, one row per sample: an
     ArrayGenerator over the query result. See `SQLGenerator`."""
 
@@ -307,6 +308,7 @@ class SQLFeatureGenerator(ArrayGenerator):
                  class_names: Sequence[str] | None = None, num_classes: int | None = None,
                  verbose: int = 1, **kwargs: Any) -> None:
         _checks.labels_come_from(self, kwargs, "the `y_col` column (y_col=...)")
+        one_subset(self, subset)
         self.verbose = verbose  # as SQLImageGenerator takes it; the query shows no progress
         if not isinstance(x_col, (list, tuple)) or not x_col:
             _checks.fail("x_col", "a non-empty list of numeric column names", x_col,

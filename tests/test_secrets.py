@@ -128,14 +128,37 @@ def test_a_skipped_object_is_reported_without_its_password(served):
     _no_secret(repr(gen.skipped))
 
 
-def test_a_subclass_constructor_error_is_redacted_too():
+def test_what_kerasgen_raises_in_a_subclass_constructor_is_redacted():
     class Mine(kg.Generator):
         def __init__(self, url, **kwargs):
-            raise ValueError(f"cannot open {url}")
+            super().__init__(num_samples=3, batch_size=url, **kwargs)
 
-    with pytest.raises(ValueError, match=r"https://\*\*\*@host/x") as caught:
+        def load_sample(self, index):
+            return index
+
+    with pytest.raises(ValueError, match=r"batch_size='https://\*\*\*@host/x'") as caught:
         Mine(f"https://me:{PASSWORD}@host/x")
     _no_secret(_everything(caught.value))
+
+
+def test_a_warning_from_a_constructor_names_the_users_line(tmp_path):
+    """The redacting wrappers of the constructors are passed over: a warning of
+    validation_subset names this file's line, not kerasgen's."""
+    for k in range(3):
+        write_image(str(tmp_path / f"{k}.png"), seed=k)
+    (tmp_path / "list.csv").write_text("filename,label\n0.png,a\n1.png,a\n2.png,b\n")
+    for name, k in (("a", 0), ("a", 1), ("b", 2)):
+        write_image(str(tmp_path / "folder" / name / f"{k}.png"), seed=k)
+    with pytest.warns(UserWarning, match="has no sample of 1 class") as warned:
+        line = inspect.currentframe().f_lineno + 1
+        kg.CSVGenerator(tmp_path / "list.csv", image_size=(8, 8), validation_split=0.3,
+                        subset="validation", seed=1)
+    assert [(w.filename, w.lineno) for w in warned] == [(__file__, line)]
+    with pytest.warns(UserWarning, match="has no sample of 1 class") as warned:
+        line = inspect.currentframe().f_lineno + 1
+        kg.ImageFolderGenerator(tmp_path / "folder", image_size=(8, 8), validation_split=0.3,
+                                subset="validation", seed=1)
+    assert [(w.filename, w.lineno) for w in warned] == [(__file__, line)]
 
 
 # ------------------------------------------------------------------------- command line

@@ -535,7 +535,7 @@ class ConcatSource:
         return _scatter(pieces, len(request.indices), request, self.describe)
 
 
-def _sample_shape(part: Any) -> tuple[int, ...] | None:
+def sample_shape_of(part: Any) -> tuple[int, ...] | None:
     """The shape of every sample of `part` where it is known before loading: an image
     source's (image_size and channels), an array source's rows; None otherwise."""
     loader = getattr(part, "loader", None)
@@ -548,7 +548,7 @@ def _sample_shape(part: Any) -> tuple[int, ...] | None:
 def _check_sample_shapes(parts: Sequence[Any]) -> None:
     """Parts whose samples have different shapes cannot share a batch: refused here,
     naming each part's shape, not in `fit` with a shape error naming nothing."""
-    shapes = {k: _sample_shape(part) for k, part in enumerate(parts)}
+    shapes = {k: sample_shape_of(part) for k, part in enumerate(parts)}
     known = {k: shape for k, shape in shapes.items() if shape is not None}
     if len(set(known.values())) > 1:
         listed = "; ".join(

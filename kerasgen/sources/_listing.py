@@ -357,7 +357,7 @@ def _no_images_message(directory):
 
 
 def validation_subset(class_ids, num_samples, validation_split, subset, seed, files=None,
-                      describe=None, class_names=None):
+                      describe=None, class_names=None, stacklevel=5):
     """Indices of `subset` ("training" | "validation") of a seeded split.
 
     The split is stratified by class: each class gives round(split * count) samples
@@ -392,11 +392,12 @@ def validation_subset(class_ids, num_samples, validation_split, subset, seed, fi
         take = int(round(validation_split * len(members)))
         validation[rng.permutation(members)[:take]] = True
     if files is not None:
-        validation = _by_file(validation, files, describe)
+        validation = _by_file(validation, files, describe, stacklevel)
     chosen = validation if subset == "validation" else ~validation
     indices = np.flatnonzero(chosen)
     if class_ids is not None and len(indices):
-        _warn_empty_classes(groups, indices, subset, validation_split, class_names)
+        _warn_empty_classes(groups, indices, subset, validation_split, class_names,
+                            stacklevel)
     if not len(indices):
         raise ValueError(
             f"The {subset} subset is empty with validation_split={validation_split} over "
@@ -405,7 +406,7 @@ def validation_subset(class_ids, num_samples, validation_split, subset, seed, fi
     return indices
 
 
-def _warn_empty_classes(groups, indices, subset, validation_split, class_names):
+def _warn_empty_classes(groups, indices, subset, validation_split, class_names, stacklevel):
     """Warns of the classes that have samples but none in `subset` (too few samples for
     the split), naming them and their counts."""
     counts = np.bincount(groups)
@@ -421,10 +422,10 @@ def _warn_empty_classes(groups, indices, subset, validation_split, class_names):
             f"{' ...' if len(empty) > 5 else ''}. The model will "
             f"{'never train on' if subset == 'training' else 'not be validated on'} "
             f"{'them' if len(empty) > 1 else 'it'}: add samples, or use a smaller "
-            "validation_split.", stacklevel=5)
+            "validation_split.", stacklevel=stacklevel)
 
 
-def _by_file(validation, files, describe):
+def _by_file(validation, files, describe, stacklevel):
     """`validation` with every row of a file following the file's first row; a warning
     names the files listed more than once."""
     first: dict[str, int] = {}  # a file's path -> its first row
@@ -439,7 +440,7 @@ def _by_file(validation, files, describe):
         f"{len(repeated)} row{'s' if len(repeated) > 1 else ''} name a file listed before "
         f"({shown}{' ...' if len(repeated) > 3 else ''}): each file's rows are put in one "
         "subset of the validation split, that of its first row, so that no file is in "
-        "both.", stacklevel=5)
+        "both.", stacklevel=stacklevel)
     return validation[owner]
 
 
