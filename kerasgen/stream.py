@@ -376,8 +376,9 @@ def tfrecord_records(f: IO[bytes], compression: str,
                     if number == 0 and found and not compression else "")
             raise _Broken(f"it is corrupt: a record's length fails its CRC32C check{hint}")
         (length,) = struct.unpack("<Q", header[:8])
-        _budget.check(length, limit, f"its header (at byte {stream.pos - 12})",
-                      "declares a length of", error=_TooLarge)
+        if limit is not None and length > limit:
+            raise _budget.too_large(f"its header (at byte {stream.pos - 12})", length, limit,
+                                    "declares a length of", error=_TooLarge)
         data, footer = stream.read(length), stream.read(4)
         if len(footer) < 4:
             raise _Broken(f"it is truncated: the record ends early ({len(data)} of its "
