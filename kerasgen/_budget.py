@@ -6,7 +6,7 @@ is allocated or read for it: a tar member's declared size, a sample's members to
 TFRecord record's length, an ArrayRecord chunk's decoded size. Compressed streams are
 decompressed by `Inflater`, at most `CHUNK` output bytes per call, so no single call
 expands a small input into gigabytes, and a reader stops as soon as a budget is passed.
-(docs/architecture.md places this module among the foundations.)
+(tests/test_dropin.py holds this module in the foundations layer.)
 """
 
 from __future__ import annotations
@@ -22,7 +22,6 @@ from kerasgen import _checks
 # The RGB bytes of the largest image `max_pixels` lets through (89,478,485 x 3 + 1)
 MAX_RECORD_BYTES = 256 << 20
 CHUNK = 1 << 20  # the most decompressed bytes one `Inflater.read` gives
-KINDS = ("GZIP", "ZLIB", "BZ2", "XZ")
 _ERRORS = (zlib.error, OSError, EOFError, lzma.LZMAError)
 
 
@@ -47,13 +46,6 @@ def too_large(what: str, size: int | None, limit: int, verb: str = "declares",
         "against decompression bombs and lengths that lie, as max_pixels is for images)"
         f". {hint}{'p' if hint else 'P'}ass a larger `max_record_bytes`, or "
         "max_record_bytes=None, if records are meant to be that large.")
-
-
-def check(size: int, limit: int | None, what: str, verb: str = "declares",
-          hint: str = "", error: type[ValueError] = ValueError) -> None:
-    """Raises `too_large` when `size` is above `limit` (None: no limit)."""
-    if limit is not None and size > limit:
-        raise too_large(what, size, limit, verb, hint, error)
 
 
 class BadStream(ValueError):

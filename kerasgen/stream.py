@@ -79,7 +79,7 @@ class _Broken(ValueError):
 
 
 class _TooLarge(ValueError):
-    """A sample or record above max_record_bytes (`_budget.check`'s error in this
+    """A sample or record above max_record_bytes (`_budget.too_large`'s error in this
     module); the stream names the shard and the record."""
 
 
