@@ -284,3 +284,20 @@ def test_nvimgcodec_leaves_every_other_format_to_the_same_rules(folder, monkeypa
         _, kind, values, bits = table[os.path.basename(path)]
         np.testing.assert_array_equal(x[k], expected(kind, values, bits, "rgb", 8),
                                       err_msg=path)
+
+
+def test_a_file_cache_made_under_other_pixel_rules_is_rebuilt_not_read(folder, tmp_path,
+                                                                       monkeypatch):
+    """A cache filled by a kerasgen whose decoding differed (16-bit TIFFs rounded, rgba
+    at 16 bits cut to 8) held those pixels; the rules are part of its key."""
+    root, table = folder
+    path = str(tmp_path / "pixels.cache")
+    common = dict(labels=None, image_size=(H, W), color_mode="rgba", dtype="uint16",
+                  shuffle=False, batch_size=len(table), verbose=0, cache=path)
+    monkeypatch.setattr(_images, "PIXEL_RULES", _images.PIXEL_RULES - 1)  # an older kerasgen
+    old = kg.ImageFolderGenerator(root, **common)
+    old[0]
+    monkeypatch.undo()
+    with pytest.warns(UserWarning, match=r"was made for other files or settings; rebuilding"):
+        gen = kg.ImageFolderGenerator(root, **common)
+    check_batch(gen, table, "rgba", 16)
