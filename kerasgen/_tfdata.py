@@ -76,6 +76,8 @@ class _EpochBatches:
             try:
                 return function(*args)
             except Exception as error:
+                if _runtime_logs_warnings() and hasattr(error, "add_note"):
+                    error.add_note(RUNTIME_LOG_NOTE)
                 self.errors.keep(error)
                 raise
 
@@ -117,6 +119,21 @@ class _EpochBatches:
             return indices.map(fetch)
         return indices.map(fetch, num_parallel_calls=self.num_parallel_calls,
                            deterministic=True)
+
+
+RUNTIME_LOG_NOTE = (
+    "kerasgen: TensorFlow's runtime logs this error as it leaves its tf.data op "
+    "(lines 'W... op_kernel.cc' and 'local_rendezvous.cc' before this one): "
+    "TF_CPP_MIN_LOG_LEVEL=2, set before TensorFlow is imported, hides them; this is the "
+    "error itself.")
+
+
+def _runtime_logs_warnings():
+    """Whether TensorFlow's C++ runtime prints its warnings (TF_CPP_MIN_LOG_LEVEL < 2)."""
+    import os
+
+    level = os.environ.get("TF_CPP_MIN_LOG_LEVEL", "0")
+    return not (level.isdigit() and int(level) >= 2)
 
 
 def to_tf_dataset(gen, epochs=None, num_parallel_calls=None, prefetch=None):

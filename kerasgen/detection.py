@@ -23,7 +23,7 @@ from kerasgen.sources._detection import DetectionSource
 from kerasgen.sources._remote_cache import RemoteCache
 from kerasgen._typing import (Cache, ColorMode, Decoder, ImageSize, Interpolation, OnError,
                               StrPath, Subset)
-from kerasgen.generators import _ImageFileGenerator, _processes, one_subset
+from kerasgen.generators import _check_common, _ImageFileGenerator, _processes, one_subset
 from kerasgen import _redact
 
 if TYPE_CHECKING:
@@ -123,6 +123,7 @@ class DetectionGenerator(_ImageFileGenerator):
                  remote_cache: StrPath | RemoteCache | None = None,
                  **common: Any) -> None:
         _checks.labels_come_from(self, common, "its annotations")
+        _check_common(self, common)  # before reading the annotations
         _refuse(common)
         one_subset(self, subset)
         common.pop("label_mode", None)

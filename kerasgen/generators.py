@@ -765,6 +765,7 @@ class CSVGenerator(_ImageFileGenerator, IteratorNames):
                  remote_cache: StrPath | RemoteCache | None = None,
                  **common: Any) -> None:
         _checks.labels_come_from(self, common, "the `y_col` column (y_col=...)")
+        _check_common(self, common)  # before reading a table that may be large
         one_subset(self, subset)
         store = _remote.Store(storage_options, _remote.check_cache(remote_cache))
         if (mask_col is None) != (label_mode != "mask"):

@@ -226,3 +226,19 @@ def test_an_error_of_the_users_own_map_stays_tensorflows(folder):
     with pytest.raises(tf.errors.InvalidArgumentError, match="users check"):
         for _ in broken:
             pass
+
+
+@pytest.mark.parametrize("level, noted", [("0", True), ("2", False)])
+def test_the_error_says_what_tensorflows_runtime_log_above_it_is(folder, monkeypatch,
+                                                                   level, noted):
+    """TensorFlow's C++ runtime logs an error leaving a tf.data op (at its default log
+    level); the error kerasgen raises says so and how to quiet it, where it shows."""
+    monkeypatch.setenv("TF_CPP_MIN_LOG_LEVEL", level)
+    ds = make_dataset(folder, shuffle=False)
+    victim = folder / "dog" / "dog_0.png"
+    victim.write_bytes(b"\x89PNG broken")
+    with pytest.raises(ValueError) as caught:
+        make_model().fit(ds, epochs=1, verbose=0)
+    assert_kerasgens_own(caught.value, ValueError)
+    notes = getattr(caught.value, "__notes__", [])
+    assert any("TF_CPP_MIN_LOG_LEVEL=2" in note for note in notes) == noted

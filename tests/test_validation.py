@@ -218,3 +218,17 @@ def test_a_subclass_given_validation_split_is_told_how_to_split(skewed):
     with pytest.raises(TypeError, match=r"validation_split.*train_test_split.*"
                                         r"custom-datasets\.md"):
         Records(10, validation_split=0.2, subset="training")
+
+
+def test_an_unknown_keyword_is_named_before_the_table_is_read(tmp_path, monkeypatch):
+    from kerasgen.sources import _listing
+
+    def never(*args, **kwargs):
+        raise AssertionError("the table was read before the keyword was checked")
+
+    monkeypatch.setattr(_listing.Table, "read", never)
+    with pytest.raises(TypeError, match=r"CSVGenerator\(\) got unexpected keyword argument "
+                                        r"'target_size'.*image_size"):
+        kg.CSVGenerator(tmp_path / "huge.csv", target_size=(8, 8))
+    with pytest.raises(TypeError, match=r"DetectionGenerator\(\) got unexpected keyword"):
+        kg.DetectionGenerator(tmp_path / "huge.csv", target_size=(8, 8))
