@@ -79,7 +79,8 @@ class Generator(PyDataset, _hooks.Hooks):
         label_mode: "int", "categorical", "binary", "multi_label", "raw", "mask"
             (segmentation: y is the mask returned with each sample), "input" (y is x
             itself, after augmentation: an autoencoder) or None.
-            "auto" (the base class's default): "categorical" when labels are given,
+            "auto" (the base class's default): "int" when labels are given, as every
+            kerasgen generator with class labels (and Keras's image loader) defaults,
             otherwise None.
         num_classes: width of one-hot / multi-hot targets; inferred when None.
         source: what the samples are, instead of `num_samples`, `labels` and
@@ -229,7 +230,7 @@ class Generator(PyDataset, _hooks.Hooks):
                 f"Received: class_names={list(class_names)}, and the source names "
                 f"{list(named)}. Leave class_names out, or build the source with them.")
         if label_mode == AUTO:
-            label_mode = "categorical" if source.labels is not None else None
+            label_mode = "int" if source.labels is not None else None
         self._targets = labels_mod.generator_targets(
             self.num_samples, source.labels, label_mode,
             source.class_names if class_names is None else class_names, num_classes,
