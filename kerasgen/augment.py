@@ -31,6 +31,12 @@ if TYPE_CHECKING:
 
 __all__ = ["center_crop", "from_image_data_generator", "typical"]
 
+# Keras layers rebuilt and called from two threads at once (the work-ahead's and the
+# caller's) crashed TensorFlow in its random ops (a segmentation fault in
+# stateless_random_gamma, MixUp's draw, seen under load): a generator's batch layers run
+# one batch at a time, process-wide; their ops are multi-threaded inside TensorFlow.
+_KERAS_LAYERS = threading.Lock()
+
 PIP_ALBUMENTATIONS = 'pip install "albumentations>=2.0,<2.1"'
 
 
@@ -310,7 +316,9 @@ class BatchAugment:
         """The batch (x, y) after every step, in order."""
         for step, is_layer in zip(self.steps, self._is_layer):
             if is_layer:
-                x, y = self._apply_layer(step, x, y, int(rng.integers(2**31)))
+                seed = int(rng.integers(2**31))
+                with _KERAS_LAYERS:  # one at a time: see _KERAS_LAYERS
+                    x, y = self._apply_layer(step, x, y, seed)
             else:
                 x, y = step(x, y, rng)
         return x, y
