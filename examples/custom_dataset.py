@@ -53,7 +53,7 @@ def main():
         x, y = train[0]
         print(f"{train!r}")
         print(f"class_names={train.class_names}  batch x {x.shape} {x.dtype}, "
-              f"y {y.shape} {y.dtype} (one-hot)")
+              f"y {y.shape} {y.dtype} (class ids)")
 
         model = keras.Sequential([
             keras.Input((16,)),
@@ -61,7 +61,7 @@ def main():
             keras.layers.Dense(train.num_classes, activation="softmax"),
         ])
         model.compile(optimizer=keras.optimizers.Adam(0.05),
-                      loss="categorical_crossentropy", metrics=["accuracy"])
+                      loss="sparse_categorical_crossentropy", metrics=["accuracy"])
         model.fit(train, validation_data=val, epochs=2, verbose=0)
         loss, accuracy = model.evaluate(val, verbose=0)
         print(f"custom dataset: trained 2 epochs on {train.num_samples} .npy files, "

@@ -15,7 +15,7 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 
 EXPECTED_LINES = {
     "custom_dataset.py": [
-        "class_names=['high', 'low']  batch x (16, 16) float32, y (16, 2) float32 (one-hot)",
+        "class_names=['high', 'low']  batch x (16, 16) float32, y (16,) int32 (class ids)",
         "custom dataset: trained 2 epochs on 64 .npy files",
     ],
     "classic_sequence.py": [

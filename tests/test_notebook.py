@@ -31,7 +31,7 @@ processes = Mine(x, batch_size=8, seed=1, workers=2, use_multiprocessing=True,
 threads = Mine(x, batch_size=8, seed=1, workers=2, augment=lambda sample, rng: sample + 1)
 same = all(np.array_equal(processes[b][0], threads[b][0]) for b in range(len(threads)))
 model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(2)])
-model.compile("adam", "categorical_crossentropy")
+model.compile("adam", "sparse_categorical_crossentropy")
 history = model.fit(processes, epochs=2, verbose=0)
 print("trained", len(history.history["loss"]), same)
 """,

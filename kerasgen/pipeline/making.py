@@ -150,12 +150,16 @@ class BatchMaker:
         One comparison per array; a batch's own samples are stacked in the type that
         holds them all (`batching.stack`), so only batches can differ."""
         first = self._types
-        if first is None:
-            self._types = (batching.dtypes_of(batch), part.number, part.epoch)
-            return
-        if batching.same_dtypes(batch, first[0]):
+        if first is not None and batching.same_dtypes(batch, first[0]):
             return
         types = batching.dtypes_of(batch)
+        if any(t is None for t in types):  # a value no array holds: Keras refuses it
+            return
+        if first is None:  # the first batch of arrays made here: the reference
+            self._types = (types, part.number, part.epoch)
+            return
+        if len(types) != len(first[0]):  # another structure: Keras refuses it itself
+            return
         names = batching.names_of(batch)
         k = next((k for k, (a, b) in enumerate(zip(types, first[0])) if a != b),
                  min(len(types), len(first[0])) - 1)
