@@ -40,7 +40,7 @@ import numpy as np
 from keras.utils import PyDataset
 
 from kerasgen.pipeline import batching
-from kerasgen import _budget
+from kerasgen import _budget, _redact
 from kerasgen import _checks
 from kerasgen.sources import _remote
 from kerasgen import _images as images
@@ -88,16 +88,13 @@ class _Overrun(Exception):
 
 
 # ------------------------------------------------------------------ bytes of a shard
-def open_shard(name: str, storage_options: Mapping[str, Any]) -> IO[bytes]:
-    """The shard `name` open for reading: a URL through fsspec, a local regular file
-    (a FIFO or a device is refused) otherwise."""
+def open_shard(name: str, store: _remote.Store) -> IO[bytes]:
+    """The shard `name` open for reading: a URL through `store` (ranges read under its
+    retry budget and breaker), a local regular file (a FIFO or a device is refused)
+    otherwise."""
     try:
         if _remote.is_url(name):
-            try:
-                import fsspec
-            except ImportError as error:
-                raise ImportError(f"Reading URLs needs fsspec: {_remote.PIP}") from error
-            return fsspec.open(name, "rb", **storage_options).open()
+            return store.open_stream(name, "shard")
         return _checks.open_regular(_remote.local(name), "shard")
     except FileNotFoundError:
         raise FileNotFoundError(f"Shard not found: {name}") from None
@@ -420,12 +417,11 @@ class Records:
     kind = "callable"
 
     def __init__(self, names: Sequence[str], image_key: str | None, label_key: str | None,
-                 labeled: bool = True,
-                 storage_options: Mapping[str, Any] | None = None,
+                 labeled: bool = True, store: _remote.Store | None = None,
                  max_record_bytes: int | None = _budget.MAX_RECORD_BYTES) -> None:
         self.names = list(names)
         self.labeled = labeled  # whether `parse` must find a label
-        self.storage_options = dict(storage_options or {})
+        self.store = store if store is not None else _remote.Store()  # reads URLs
         self.max_record_bytes = max_record_bytes  # what one record may take
         image_key = KEYS[self.kind][0] if image_key is None else image_key
         label_key = KEYS[self.kind][1] if label_key is None else label_key
@@ -464,6 +460,8 @@ class Records:
         except _TooLarge as error:
             raise ValueError(f"Cannot read record {number} of shard {name}: "
                              f"{error}") from None
+        except (ConnectionError, PermissionError):
+            raise  # the store's, naming the shard: a transfer, never a bad shard
         except (OSError, ValueError, EOFError) as error:
             raise ValueError(f"Cannot read record {number} of shard {name}: "
                              f"{type(error).__name__}: {error}") from error
@@ -482,7 +480,7 @@ class WebDatasetRecords(Records):
 
     def records(self, name: str) -> Iterator[dict[str, Any]]:
         fields = self.image_keys + (self.label_keys if self.labeled else [])
-        with open_shard(name, self.storage_options) as f:
+        with open_shard(name, self.store) as f:
             yield from tar_samples(f, self.max_record_bytes, fields)
 
     def describe(self, raw: Any, where: str) -> str:
@@ -530,16 +528,15 @@ class TFRecordRecords(Records):
     kind = "tfrecord"
 
     def __init__(self, names: Sequence[str], image_key: str | None, label_key: str | None,
-                 labeled: bool = True, storage_options: Mapping[str, Any] | None = None,
+                 labeled: bool = True, store: _remote.Store | None = None,
                  compression_type: str = "",
                  max_record_bytes: int | None = _budget.MAX_RECORD_BYTES) -> None:
-        super().__init__(names, image_key, label_key, labeled, storage_options,
-                         max_record_bytes)
+        super().__init__(names, image_key, label_key, labeled, store, max_record_bytes)
         self.compression_type = compression_type
         self._example = tfrecord_mod.import_example("StreamGenerator")
 
     def records(self, name: str) -> Iterator[bytes]:
-        with open_shard(name, self.storage_options) as f:
+        with open_shard(name, self.store) as f:
             yield from tfrecord_records(f, self.compression_type, self.max_record_bytes)
 
     def parse(self, raw: Any, where: str) -> tuple[Any, Any]:
@@ -859,7 +856,8 @@ class StreamGenerator(PyDataset):
     (seed, b, the shards' contents): the same with any workers, threads or processes.
 
     Args:
-        shards: the shards: paths or URLs (read through fsspec with `storage_options`),
+        shards: the shards: paths or URLs (read through fsspec with `storage_options`,
+            in ranges under kerasgen's retry budget, docs/remote.md),
             glob patterns, WebDataset's brace notation, or a list of them; for a
             callable `records`, any names it reads.
         records: how a shard is read: "webdataset" (tar files, plain or gzip/bzip2/xz
@@ -916,6 +914,7 @@ class StreamGenerator(PyDataset):
     stream shuffles itself): pass `fit(..., shuffle=False)` to silence it.
     """
 
+    @_redact.errors
     def __init__(self, shards: Shards, records: Reader | ReadShard = "webdataset", *,
                  image_key: str | None = None, label_key: str | None = None,
                  compression_type: tfrecord_mod.CompressionType | None = None,
@@ -955,10 +954,9 @@ class StreamGenerator(PyDataset):
         self.max_pixels = images.check_max_pixels(max_pixels)
         self.max_record_bytes = _budget.check_max_record_bytes(max_record_bytes)
         self._set_labels(label_mode, class_names, num_classes)
-        options = _remote.check_options(storage_options)
-        store = _remote.Store(options)
+        store = _remote.Store(storage_options)  # shards' listings and reads, one budget
         self.records = self._reader(records, shards, image_key, label_key,
-                                    compression_type, options, store)
+                                    compression_type, store)
         self.shards = self.records.names
         self._order = ShardOrder(len(self.shards), self.seed, self.shuffle, num_hosts,
                                  host_index, num_streams)
@@ -999,7 +997,7 @@ class StreamGenerator(PyDataset):
         self._ids = {name: i for i, name in enumerate(self.class_names or ())}
 
     def _reader(self, records: Any, shards: Any, image_key: str | None,
-                label_key: str | None, compression_type: Any, options: dict[str, Any],
+                label_key: str | None, compression_type: Any,
                 store: _remote.Store) -> Records:
         labeled = self.label_mode is not None
         if callable(records):
@@ -1019,11 +1017,11 @@ class StreamGenerator(PyDataset):
         if records == "tfrecord":
             compression = tfrecord_mod.check_compression(compression_type)
             names = shard_names(shards, "TFRecord file", store)
-            reader = TFRecordRecords(names, image_key, label_key, labeled, options,
+            reader = TFRecordRecords(names, image_key, label_key, labeled, store,
                                      compression, self.max_record_bytes)
         else:
             names = shard_names(shards, "WebDataset shard", store)
-            reader = WebDatasetRecords(names, image_key, label_key, labeled, options,
+            reader = WebDatasetRecords(names, image_key, label_key, labeled, store,
                                        self.max_record_bytes)
         _check_exists(reader.names, store)
         return reader
@@ -1075,6 +1073,7 @@ class StreamGenerator(PyDataset):
         return StreamGenerator(**{**self._config, "seed": self.seed,
                                   "num_hosts": num_hosts, "host_index": host_index})
 
+    @_redact.errors
     def __getitem__(self, index: int) -> Any:
         if isinstance(index, bool) or not isinstance(index, (int, np.integer)):
             raise TypeError(f"Batch index must be an integer. Received: {index!r}")
@@ -1109,11 +1108,15 @@ class StreamGenerator(PyDataset):
             samples.append(x)
             if labeled:
                 ids.append(self._class_id(label, where))
-        first = np.asarray(samples[0])
-        x = np.empty((len(samples),) + first.shape, self.dtype or first.dtype)
-        for n, sample in enumerate(samples):
-            batching.write(x, n, sample, lambda n=n: (
-                f"record {items[n][1]} of shard {self.shards[items[n][0]]}"))
+        def record(n: int) -> str:
+            return f"record {items[n][1]} of shard {self.shards[items[n][0]]}"
+
+        if self.dtype is None:  # the type that holds every record, never the first's
+            x = batching.stack(samples, where=record)
+        else:
+            x = np.empty((len(samples),) + np.shape(samples[0]), self.dtype)
+            for n, sample in enumerate(samples):
+                batching.write(x, n, sample, lambda n=n: record(n))
         if not labeled:
             return x
         targets = labels_mod.Targets(self.label_mode, class_ids=np.asarray(ids, np.int64),

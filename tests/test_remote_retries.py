@@ -158,3 +158,32 @@ def test_a_held_down_store_lets_one_probe_through_at_a_time(monkeypatch):
     breaker.done(probe=True, failure=None)  # it got an answer: up again
     assert not breaker.down() and breaker.admit(time.monotonic()) is True
     np.testing.assert_equal(breaker.failures, 0)
+
+
+def test_a_stream_of_shards_reads_under_the_same_budget(s3, tmp_path, fault_proxy):
+    """StreamGenerator reads its shards through the store (ranges, each an object's read
+    under the budget and the breaker), not through fsspec's own retrying file: a store
+    answering only errors is named within seconds, with few requests."""
+    from tests.test_stream import images, write_tar
+
+    for s in range(3):
+        s3.put(f"shards/train-{s}.tar",
+               open(write_tar(tmp_path / f"t{s}.tar", range(s * 10, s * 10 + 6)), "rb").read())
+    proxy = fault_proxy(s3.server)
+    shards = [f"{s3.url}/shards/train-{s}.tar" for s in range(3)]
+    reference = kg.StreamGenerator(shards, storage_options=s3.storage_options,
+                                   **images(batch_size=3))
+    gen = kg.StreamGenerator(shards, storage_options=s3.storage_options_via(proxy),
+                             **images(batch_size=3))
+    np.testing.assert_array_equal(gen[0][0], reference[0][0])  # the same bytes through it
+    fresh = kg.StreamGenerator(shards, storage_options=s3.storage_options_via(proxy),
+                               **images(batch_size=3))
+    before = proxy.requests
+    proxy.fail_next(10**6, status=502)
+    start = time.monotonic()
+    with pytest.raises(ConnectionError, match=r"Cannot read shard s3://.*train-\d\.tar"):
+        fresh[0]
+    took, sent = time.monotonic() - start, proxy.requests - before
+    assert took < 12, took  # the deadline, 5 s; s3fs's own file retried ~25 times a read
+    assert sent <= 30, sent
+    proxy.fail_next(0)

@@ -240,3 +240,23 @@ def test_keras_function_names_a_folder_without_its_password(served):
         kg.image_dataset_from_directory(_secret_url(server, "nowhere"), image_size=(8, 8))
     assert "nowhere" in str(caught.value)
     _no_secret(_everything(caught.value))
+
+
+def test_a_stream_names_a_shard_without_its_password_or_token(served, tmp_path):
+    from tests.test_stream import images, write_tar
+
+    server, root = served
+    write_tar(root / "train-0.tar", range(4))
+    good = f"http://alice:{PASSWORD}@127.0.0.1:{server.port}/train-0.tar?token={TOKEN}"
+    gone = f"http://alice:{PASSWORD}@127.0.0.1:{server.port}/train-9.tar?token={TOKEN}"
+    with pytest.raises(FileNotFoundError, match="train-9.tar") as caught:
+        kg.StreamGenerator([good, gone], **images())
+    _no_secret(_everything(caught.value))
+    gen = kg.StreamGenerator([good], **images(batch_size=2))
+    assert gen[0][0].shape == (2, 4, 4, 3)  # read with its credentials
+    (root / "train-0.tar").write_bytes(b"not a tar at all" * 64)  # broken after listing
+    broken = kg.StreamGenerator([good], **images(batch_size=2))
+    with pytest.raises((ValueError, OSError)) as caught:
+        broken[0]
+    assert "train-0.tar" in str(caught.value)
+    _no_secret(_everything(caught.value))

@@ -572,3 +572,22 @@ def test_a_json_label_nested_too_deep_is_a_value_error_naming_the_record(tmp_pat
     with pytest.raises(ValueError, match=r"The 'json' label of sample 'a' \(record 0 of shard "
                                          r".*deep\.tar\) must be a JSON class id"):
         StreamGenerator([str(path)], label_key="json", **images(batch_size=1))[0]
+
+
+def test_records_of_several_types_are_stacked_in_the_type_that_holds_them_all():
+    """dtype=None: a batch takes the type of every record, not the first one's (a float
+    after an int kept its fraction cut off, as in a kg.Generator subclass)."""
+    def mixed(shard):
+        return [(np.array([3]), 0), (np.array([2.5]), 1), (np.array([0.75]), 0)]
+
+    gen = StreamGenerator(["s0"], records=mixed, batch_size=3, shuffle=False, dtype=None,
+                          label_mode=None)
+    x = gen[0]
+    assert x.dtype == np.float64 and x[:, 0].tolist() == [3.0, 2.5, 0.75]
+
+    def texts(shard):
+        return [(np.array(1), 0), (np.array("one"), 1), (np.array(2), 0)]
+
+    with pytest.raises(TypeError, match=r"record 1 of shard s0"):
+        StreamGenerator(["s0"], records=texts, batch_size=3, shuffle=False, dtype=None,
+                        label_mode=None)[0]

@@ -31,6 +31,7 @@ messages.
 
 from __future__ import annotations
 
+import io
 import os
 import re
 import threading
@@ -58,6 +59,7 @@ DEADLINE = 5.0  # seconds after an object's first attempt: no attempt starts lat
 BREAKER = 8  # failed requests in a row (any objects) that hold a store down
 PROBE_WAITS = (0.5, 1.0, 2.0)  # seconds between probes of a store held down
 CONNECT_TIMEOUT, READ_TIMEOUT = 5.0, 15.0  # HTTP(S), as s3fs's own for S3
+STREAM_BLOCK = 8 << 20  # bytes of one range of a streamed object (`open_stream`)
 _OWN_RETRIES = ("gs", "gcs")  # clients retrying themselves, unchangeably: one attempt here
 
 
@@ -669,8 +671,21 @@ class Store:
 
     def open(self, url: str, what: str = "file") -> IO[bytes]:
         """A binary file object reading `url` (for a CSV file, say), whole in memory."""
-        import io
         return io.BytesIO(self.read(url, what).tobytes())
+
+    def open_stream(self, url: str, what: str = "shard") -> IO[bytes]:
+        """A binary file object reading the object `url` from its start, in ranges of
+        `STREAM_BLOCK` bytes, each range an object's read here: under its own retry
+        budget and the store's breaker, as `read` (a stream over a stopped store fails
+        within the deadline, naming the object and the store, never retried by the
+        client underneath). A missing object is FileNotFoundError naming it."""
+        _remember(url)
+        fs, path = self.filesystem(url)
+        canon = self.url(fs, path)
+        if canon not in self.sizes and not self._info(url, what):
+            self._missing(url, what)
+        return io.BufferedReader(_Ranges(self, fs, path, url, self.sizes.get(canon), what),
+                                 buffer_size=STREAM_BLOCK)
 
     def local_copy(self, url: str, what: str = "shard") -> str:
         """A local file holding the object `url`: its path in the cache (downloaded
@@ -722,6 +737,41 @@ class Store:
 
 _VERSION_FIELDS = ("ETag", "etag", "md5Hash", "generation", "LastModified", "mtime",
                    "updated", "Last-Modified", "created")
+
+
+class _Ranges(io.RawIOBase):
+    """The raw reader behind `Store.open_stream`: `readinto` fetches the next range of
+    the object (`size` bytes, or until a range comes back short where it is unknown)."""
+
+    def __init__(self, store: Store, fs: Any, path: str, url: str, size: int | None,
+                 what: str) -> None:
+        super().__init__()
+        self.store, self.fs, self.path, self.url = store, fs, path, url
+        self.size, self.what, self.pos = size, what, 0
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        want = len(buffer)
+        if self.size is not None:
+            want = min(want, self.size - self.pos)
+        if want <= 0:
+            return 0
+        start = self.pos
+
+        def get() -> bytes:
+            data = self.fs.cat_file(self.path, start=start, end=start + want)
+            if self.size is not None and len(data) != want:
+                raise _Short(f"got {len(data)} of the {want} bytes at {start}")
+            return data
+
+        data = self.store._retrying(self.what, self.url, get)  # noqa: SLF001 - its reader
+        buffer[:len(data)] = data
+        self.pos += len(data)
+        if self.size is None and len(data) < want:
+            self.size = self.pos  # the end, where the store gave no size
+        return len(data)
 
 
 class _Attempts:
