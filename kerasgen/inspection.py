@@ -18,23 +18,24 @@ from kerasgen import _checks
 from kerasgen import _images as images
 from kerasgen import _labels as labels_mod
 from kerasgen.sources import _listing as listing
-from kerasgen.sources import _paths
+from kerasgen.sources import _paths, _remote
 from kerasgen._progress import progress
 from kerasgen._typing import LabelMode, StrPath
 from kerasgen import _redact
 
 
-def _probe(path, max_pixels, root=None):
-    """(height, width, channels, format, error) of one image file; decodes it fully,
-    so truncated files are found too, unless its header declares more than
-    `max_pixels` pixels (the generators would refuse it), or it now leads out of `root`
-    (see `images.read_file`). Every error of reading or decoding is the file's error,
-    never an exception."""
+def _probe(path, max_pixels, root=None, store=None):
+    """(height, width, channels, format, error, missing) of one image file (a URL read
+    through `store`); decodes it fully, so truncated files are found too, unless its
+    header declares more than `max_pixels` pixels (the generators would refuse it), or
+    it now leads out of `root` (see `images.read_file`). Every error of reading or
+    decoding is the file's error, never an exception; `missing`: it does not exist."""
     name = urllib.parse.urlsplit(path).path if "://" in path else path  # no ?query
     fmt = os.path.splitext(name)[1].lower().lstrip(".")
     fmt = "jpeg" if fmt == "jpg" else ("tiff" if fmt == "tif" else fmt)
     try:
-        data = images.read_file(path, root)
+        data = (store.read(path) if store is not None and _remote.is_url(path)
+                else images.read_file(path, root))
         if data.size == 0:
             raise ValueError("the file is empty (0 bytes)")
         size = None if max_pixels is None else images.header_size(data)
@@ -49,9 +50,11 @@ def _probe(path, max_pixels, root=None):
         if size is None:
             images.check_pixels(image.shape[:2], max_pixels, "the file")
         channels = 1 if image.ndim == 2 else image.shape[2]
-        return image.shape[0], image.shape[1], channels, fmt, None
+        return image.shape[0], image.shape[1], channels, fmt, None, False
+    except FileNotFoundError as error:
+        return None, None, None, fmt, str(error), True
     except (OSError, ValueError) as error:
-        return None, None, None, fmt, str(error)
+        return None, None, None, fmt, str(error), False
 
 
 def plural(n: int, word: str, many: str | None = None) -> str:
@@ -219,6 +222,7 @@ def _imbalance(counts):
     return round(max(counts.values()) / min(counts.values()), 3)
 
 
+@_redact.errors
 def inspect(source: StrPath, x_col: str = "filename", y_col: str | None = "label",
             directory: StrPath | None = None, verbose: int = 1, threads: int | None = None,
             label_mode: LabelMode | None = "int", label_delimiter: str | None = "|",
@@ -266,8 +270,9 @@ def inspect(source: StrPath, x_col: str = "filename", y_col: str | None = "label
         _redact.warn(message, stacklevel=2)
     if labels is not None and label_mode == "multi_label":
         labels = [label for row in labels for label in row]
+    store = _remote.Store() if _remote.any_url(paths) else None  # rows naming URLs
     with ThreadPoolExecutor(threads or os.cpu_count() or 1) as pool:
-        probes = list(progress(pool.map(lambda p: _probe(p, max_pixels, root), paths),
+        probes = list(progress(pool.map(lambda p: _probe(p, max_pixels, root, store), paths),
                                "Inspecting images", len(paths), verbose))
     good = [p for p in probes if p[4] is None]
     heights = np.array([p[0] for p in good]) if good else np.zeros(0)
@@ -279,7 +284,8 @@ def inspect(source: StrPath, x_col: str = "filename", y_col: str | None = "label
         "classes": counts,
         "num_classes": len(counts) if counts else None,
         "imbalance_ratio": _imbalance(counts),
-        "formats": dict(collections.Counter(p[3] for p in probes).most_common()),
+        "formats": dict(collections.Counter(p[3] for p in probes
+                                            if not p[5]).most_common()),  # files found
         "channels": {str(k): v for k, v in
                      collections.Counter(p[2] for p in good).most_common()},
         "size": None if not good else {
@@ -291,12 +297,21 @@ def inspect(source: StrPath, x_col: str = "filename", y_col: str | None = "label
                 zip(heights.tolist(), widths.tolist())).most_common(5)],
         },
         "corrupt": [{"path": path, "error": p[4],
-                     "problem": "corrupt" if os.path.exists(path) else "missing"}
+                     "problem": "missing" if p[5] else "corrupt"}
                     for path, p in zip(paths, probes) if p[4] is not None],
         "warnings": found,
         "label_errors": label_errors,
     }
-    return report
+    return _redacted(report)
+
+
+def _redacted(value: Any) -> Any:
+    """`value` (the report: dicts, lists and texts) with every URL's secrets masked."""
+    if isinstance(value, dict):
+        return {key: _redacted(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_redacted(item) for item in value]
+    return _redact.redact(value)
 
 
 def format_report(report: Mapping[str, Any]) -> str:

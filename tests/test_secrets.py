@@ -182,6 +182,12 @@ def test_kerasgen_inspect_prints_no_token_or_password(served, tmp_path, extra):
     assert status == 1, err  # the missing 7.png
     assert "7.png" in out + err
     _no_secret(out + err)
+    if not extra:  # the two URLs that exist were read (with their password and token)
+        assert "formats: png 2" in out and "missing files: 1" in out, out
+        report = kg.inspect(table, verbose=0)
+        assert report["files"] == 3 and report["formats"] == {"png": 2}
+        assert [c["problem"] for c in report["corrupt"]] == ["missing"]
+        _no_secret(repr(report))
 
 
 def test_a_failing_command_prints_no_password(served):
