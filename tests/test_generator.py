@@ -312,3 +312,26 @@ def test_batches_of_different_types_are_refused_before_keras_casts_them():
         model.fit(fresh, epochs=1, verbose=0)
     strings = Samples(np.zeros((4, 2)), ["a", "b", "long", "longer"], batch_size=2)
     assert strings[0][1].dtype == "<U1" and strings[1][1].tolist() == ["long", "longer"]
+
+
+def test_masks_that_are_no_whole_class_ids_are_refused_naming_the_sample():
+    """A subclass's float mask (0.5) used to be cut to class 0 in silence; a float mask of
+    whole ids is taken."""
+    class Masks(kg.Generator):
+        def __init__(self, masks, **kwargs):
+            self.masks = masks
+            super().__init__(num_samples=len(masks), label_mode="mask", num_classes=3,
+                             **kwargs)
+
+        def load_sample(self, index):
+            return np.zeros((2, 2, 1), np.float32), self.masks[index]
+
+        def describe_sample(self, index):
+            return f"mask #{index}"
+
+    whole = Masks([np.full((2, 2), 2.0), np.ones((2, 2))], batch_size=2, shuffle=False)
+    assert whole[0][1].dtype == np.int32 and whole[0][1][0].tolist() == [[2, 2], [2, 2]]
+    halves = Masks([np.ones((2, 2)), np.full((2, 2), 0.5)], batch_size=2, shuffle=False)
+    with pytest.raises(ValueError, match=r"whole class ids. Received: 0\.5 \(float64\) in "
+                                         r"the mask of mask #1"):
+        halves[0]
