@@ -115,8 +115,9 @@ def png_size(data):
 DEPTHS = (8, 16)  # bit_depth: the loaded samples' uint8 or uint16 pixels
 # The rules that make pixels from a file (`_decode_bytes`), in file caches' keys: a cache
 # filled under older rules (16-bit TIFFs rounded by OpenCV, rgba at 16 bits cut to 8) is
-# rebuilt, never read. 2: every sample format brought to the batch's depth by `to_depth`.
-PIXEL_RULES = 2
+# rebuilt, never read. 2: every sample format brought to the batch's depth by `to_depth`;
+# 3: RGBA PNG and WebP turned as their EXIF says, RGBA TIFFs' colours as stored.
+PIXEL_RULES = 3
 _warned_deep = False  # a 16-bit image reduced to 8 bits was warned of (once per process)
 
 
@@ -149,9 +150,21 @@ def sample_format(data):
         return 8, "uint"
     if head[:4] not in (b"II*\x00", b"MM\x00*"):
         return None
+    tags = _tiff_tags(data, {258: 1, 339: 1})  # BitsPerSample, SampleFormat: defaults
+    if tags is None:
+        return None  # OpenCV decides what it is
+    return tags[258], _TIFF_KINDS.get(tags[339], f"SampleFormat={tags[339]}")
+
+
+def _tiff_tags(data, tags):
+    """`tags` ({tag: default}) with the first value each has in the TIFF `data`'s first
+    IFD (SHORTs), or None for a header that cannot be read. Read in place."""
+    head = bytes(data[:4])
+    if head not in (b"II*\x00", b"MM\x00*"):
+        return None
     order: Literal["little", "big"] = "little" if head[:2] == b"II" else "big"
     raw = memoryview(data)  # the IFD read in place: no copy of the whole file
-    tags = {258: 1, 339: 1}  # BitsPerSample, SampleFormat: TIFF's defaults
+    tags = dict(tags)
     try:
         at = int.from_bytes(raw[4:8], order)
         count = int.from_bytes(raw[at:at + 2], order)
@@ -165,8 +178,29 @@ def sample_format(data):
                 value = raw[int.from_bytes(value, order):][:2]
             tags[tag] = int.from_bytes(value[:2], order)
     except (IndexError, ValueError):
-        return None  # OpenCV decides what it is
-    return tags[258], _TIFF_KINDS.get(tags[339], f"SampleFormat={tags[339]}")
+        return None
+    return tags
+
+
+def _straight_alpha_tiff(data, flag, name):
+    """An 8-bit TIFF whose alpha is unassociated (ExtraSamples=2, as Pillow and most
+    tools write RGBA), decoded as `flag` asks (BGRA, RGB or BGR, grey), its colours as
+    stored: OpenCV reads such a file through libtiff's RGBA interface, which multiplies
+    every colour by its alpha (a pixel (30, 177, 239) at alpha 68 came out (8, 47, 64)).
+    Pillow reads it as stored, turned as its orientation says, as OpenCV would."""
+    from PIL import Image, ImageOps
+
+    try:
+        with Image.open(io.BytesIO(data)) as image:
+            rgba = np.asarray(ImageOps.exif_transpose(image).convert("RGBA"))
+    except Exception as error:  # noqa: BLE001 - Pillow's errors name no file
+        raise ValueError(f"Cannot decode {name}: {error}") from None
+    if flag == cv2.IMREAD_UNCHANGED:
+        return np.ascontiguousarray(rgba[..., [2, 1, 0, 3]])
+    if flag == _IMREAD_RGB and _IMREAD_RGB != cv2.IMREAD_COLOR:
+        return np.ascontiguousarray(rgba[..., :3])
+    bgr = np.ascontiguousarray(rgba[..., 2::-1])
+    return cv2.cvtColor(bgr, cv2.COLOR_BGR2GRAY) if flag == cv2.IMREAD_GRAYSCALE else bgr
 
 
 _TIFF_KINDS = {1: "uint", 2: "int", 3: "float", 4: "uint"}  # 4: "undefined" bytes
@@ -375,6 +409,34 @@ def imdecode(data, flag, name):
         raise ValueError(f"Cannot decode {name}: OpenCV refused it ({reason}).") from None
 
 
+# EXIF orientation (1..8) -> the numpy steps that show the image upright, as OpenCV's
+# IMREAD_COLOR and Keras's loader apply it: 2 mirrored, 3 turned 180, 4 flipped, 5
+# transposed, 6 turned 90 clockwise, 7 transversed, 8 turned 90 anticlockwise
+_ORIENT = {2: lambda a: a[:, ::-1], 3: lambda a: a[::-1, ::-1], 4: lambda a: a[::-1],
+           5: lambda a: a.swapaxes(0, 1), 6: lambda a: np.rot90(a, -1),
+           7: lambda a: a[::-1, ::-1].swapaxes(0, 1), 8: lambda a: np.rot90(a, 1)}
+
+
+def oriented(image, data):
+    """`image` (decoded from `data` by OpenCV's IMREAD_UNCHANGED, which ignores the
+    EXIF orientation of a PNG or WebP file, as its other reads do not) turned as that
+    orientation says, so an RGBA image comes out as its RGB read does. Other formats
+    (OpenCV turns a TIFF itself; a JPEG has no alpha) and files without EXIF are left
+    as they are."""
+    head = bytes(data[:1 << 16])
+    png, webp = head[:8] == b"\x89PNG\r\n\x1a\n", head[:4] == b"RIFF" and head[8:12] == b"WEBP"
+    if not (png and b"eXIf" in head or webp and b"EXIF" in head):
+        return image
+    try:
+        from PIL import Image
+
+        orientation = Image.open(io.BytesIO(data)).getexif().get(0x0112, 1)
+    except Exception:  # noqa: BLE001 - a header Pillow cannot read: as OpenCV read it
+        return image
+    turn = _ORIENT.get(orientation)
+    return image if turn is None else np.ascontiguousarray(turn(image))
+
+
 def decode_bytes(data, color_mode="rgb", target_size=None, name="image",
                  max_pixels=MAX_PIXELS, depth=8):
     """`decode` for encoded bytes (a uint8 array or bytes); `name` is used in errors.
@@ -425,6 +487,11 @@ def _decode_bytes(data, color_mode, target_size, name, max_pixels, depth):
         # no alpha: decoded again with EXIF applied, at its own depth (alpha is then
         # the depth's maximum, 255 or 65535)
         image = imdecode(data, cv2.IMREAD_COLOR | (cv2.IMREAD_ANYDEPTH if deep else 0), name)
+    elif image is not None and flag == cv2.IMREAD_UNCHANGED:
+        image = oriented(image, data)  # OpenCV's unchanged read leaves EXIF's turn out
+    if image is not None and found == (8, "uint") and (_tiff_tags(data, {338: 0}) or {}).get(
+            338) == 2:  # unassociated alpha, which OpenCV would multiply into the colours
+        image = _straight_alpha_tiff(data, flag, name)
     if image is None:
         raise ValueError(
             f"Cannot decode {name}: it is corrupt, truncated or not an image format "

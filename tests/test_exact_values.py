@@ -301,3 +301,36 @@ def test_a_file_cache_made_under_other_pixel_rules_is_rebuilt_not_read(folder, t
     with pytest.warns(UserWarning, match=r"was made for other files or settings; rebuilding"):
         gen = kg.ImageFolderGenerator(root, **common)
     check_batch(gen, table, "rgba", 16)
+
+
+@pytest.mark.parametrize("fmt", ["PNG", "WEBP", "TIFF"])
+@pytest.mark.parametrize("orientation", range(1, 9))
+def test_rgba_turns_as_exif_says_as_rgb_does(tmp_path, fmt, orientation):
+    """OpenCV's unchanged read (color_mode="rgba") ignores a PNG's or WebP's EXIF
+    orientation, which its other reads apply: RGBA came out unturned beside turned RGB.
+    And it multiplies an RGBA TIFF's colours by their (unassociated) alpha, in every
+    colour mode. Both now equal the written pixels, turned as the orientation says."""
+    from PIL import Image
+
+    pixels = np.random.default_rng(orientation).integers(0, 256, (3, 5, 4), dtype=np.uint8)
+    pixels[..., 3] = np.arange(1, 16, dtype=np.uint8).reshape(3, 5) * 16  # WebP drops a
+    # colour under alpha 0
+    exif = Image.Exif()
+    exif[0x0112] = orientation
+    path = tmp_path / "c" / f"turned.{fmt.lower()}"
+    path.parent.mkdir()
+    Image.fromarray(pixels, "RGBA").save(path, fmt, exif=exif,
+                                         **({"lossless": True} if fmt == "WEBP" else {}))
+    turn = {2: Image.Transpose.FLIP_LEFT_RIGHT, 3: Image.Transpose.ROTATE_180,
+            4: Image.Transpose.FLIP_TOP_BOTTOM, 5: Image.Transpose.TRANSPOSE,
+            6: Image.Transpose.ROTATE_270, 7: Image.Transpose.TRANSVERSE,
+            8: Image.Transpose.ROTATE_90}.get(orientation)  # EXIF's meaning, as
+    upright = Image.fromarray(pixels, "RGBA")  # ImageOps.exif_transpose maps it
+    expected = np.asarray(upright if turn is None else upright.transpose(turn))
+    height, width = expected.shape[:2]
+    got = {mode: kg.ImageFolderGenerator(tmp_path, image_size=(height, width),
+                                         color_mode=mode, dtype="uint8", cache=None,
+                                         shuffle=False, batch_size=1)[0][0][0]
+           for mode in ("rgb", "rgba")}
+    np.testing.assert_array_equal(got["rgba"], expected)
+    np.testing.assert_array_equal(got["rgb"], expected[..., :3])
