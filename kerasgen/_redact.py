@@ -203,21 +203,40 @@ def errors(function: F) -> F:
 
 
 _WRAPPER_CODE = errors(lambda: None).__code__  # the code of every `errors` wrapper
+_PASSED_OVER = {_WRAPPER_CODE}  # frames `warn` does not count (see `passed_over`)
+
+
+def passed_over(function: F) -> F:
+    """Marks `function` as one of kerasgen's that only calls a constructor for its caller
+    (`split()`, `image_dataset_from_directory`): a warning raised beneath it names its
+    caller's line, as if the constructor had been called there."""
+    code = getattr(getattr(function, "__func__", function), "__code__", None)
+    if code is not None:
+        _PASSED_OVER.add(code)
+    return function
 
 
 # ----------------------------------------------------------------------------- warnings
+class KerasgenWarning(UserWarning):
+    """The category of kerasgen's own UserWarnings (a UserWarning: filters and
+    `pytest.warns(UserWarning)` take them alike), so a warning can be told kerasgen's."""
+
+
 def warn(message: str, category: type[Warning] = UserWarning, stacklevel: int = 1) -> None:
     """`warnings.warn(redact(message), category, stacklevel)`, the caller's frame counted
-    as warnings.warn would count it, and the frames of `errors`' wrappers passed over
-    uncounted: a warning raised in a generator's constructor names the user's line."""
+    as warnings.warn would count it, and the frames of `errors`' wrappers (and of the
+    functions marked `passed_over`) not counted: a warning raised in a generator's
+    constructor names the user's line."""
     frame: Any = sys._getframe(1)  # noqa: SLF001 - the caller's frame
     steps, remaining = 0, stacklevel - 1
     while frame is not None:
-        if frame.f_code is not _WRAPPER_CODE:
+        if frame.f_code not in _PASSED_OVER:
             if not remaining:
                 break
             remaining -= 1
         frame, steps = frame.f_back, steps + 1
+    if category is UserWarning:
+        category = KerasgenWarning
     warnings.warn(redact(message), category, stacklevel=steps + 2)
 
 

@@ -112,6 +112,7 @@ class Splits:
     seeded `validation_split` (the folder, CSV, detection and SQL generators)."""
 
     @classmethod
+    @_redact.passed_over
     def split(cls, *args: Any, validation_split: float, seed: int,
               **kwargs: Any) -> tuple[Self, Self]:
         """The (training, validation) pair of one seeded, stratified split, as Keras's

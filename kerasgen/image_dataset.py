@@ -100,6 +100,7 @@ def image_dataset_from_directory(
 
 
 @_redact.errors
+@_redact.passed_over
 def image_dataset_from_directory(
     directory: StrPath,
     labels: FolderLabels = "inferred",

@@ -278,6 +278,7 @@ BACKENDS = [pytest.param(name, marks=pytest.mark.skipif(
 @pytest.mark.skipif("forkserver" not in multiprocessing.get_all_start_methods(),
                     reason="no fork server here: workers are spawned, children of the "
                            "training process but not forks of it")
+@pytest.mark.slow  # a fit with worker processes in a child, per backend: 8 to 13 s
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_worker_processes_are_not_forks_of_the_training_process(tmp_path, backend):
     """On every backend the workers are children of the fork server, never of the

@@ -181,6 +181,7 @@ def test_bench_says_what_it_does_first_and_ends_with_advice(image_folder):
     assert len(lines) == 5
 
 
+@pytest.mark.slow  # the command with worker processes, each importing TensorFlow: ~13 s
 def test_bench_with_worker_processes_is_as_quiet(image_folder):
     """Each worker process imports TensorFlow when it rebuilds the generator: its
     start-up lines are dropped there too (kerasgen._quiet)."""
@@ -466,7 +467,8 @@ def test_inspect_of_a_file_list_without_a_label_column_counts_files(tmp_path, ca
     for i in range(2):
         write_image(str(tmp_path / f"{i}.png"))
     (tmp_path / "files.csv").write_text("filename\n0.png\n1.png\n")
-    report = kg.inspect(tmp_path / "files.csv", directory=tmp_path, verbose=0)
+    with pytest.warns(UserWarning, match="has no column 'label'"):
+        report = kg.inspect(tmp_path / "files.csv", directory=tmp_path, verbose=0)
     assert report["files"] == 2 and report["classes"] is None
     assert any("has no column 'label' (the default `y_col`)" in w for w in report["warnings"])
     with pytest.raises(ValueError, match="`y_col` must"):
@@ -481,7 +483,8 @@ def test_inspect_warns_of_ids_that_leave_a_class_empty_without_failing(tmp_path)
     for i in range(3):
         write_image(str(tmp_path / f"{i}.png"))
     (tmp_path / "ids.csv").write_text("filename,label\n0.png,0\n1.png,2\n2.png,2\n")
-    report = kg.inspect(tmp_path / "ids.csv", directory=tmp_path, verbose=0)
+    with pytest.warns(UserWarning, match="num_classes"):
+        report = kg.inspect(tmp_path / "ids.csv", directory=tmp_path, verbose=0)
     assert not report["label_errors"]
     assert any("num_classes" in w for w in report["warnings"])
     assert cli.main(["inspect", str(tmp_path / "ids.csv"), "--directory", str(tmp_path)]) == 0

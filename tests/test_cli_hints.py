@@ -46,6 +46,7 @@ def test_inspect_names_on_error_for_a_corrupt_file(tmp_path):
     assert "on_error='skip'" in err and "on_missing" not in err
 
 
+@pytest.mark.filterwarnings("default::kerasgen._redact.KerasgenWarning")  # printed: checked
 def test_bench_names_its_own_flags_and_skips_what_it_is_told_to(tmp_path):
     for k in range(3):
         write_image(str(tmp_path / "cat" / f"{k}.png"), seed=k)

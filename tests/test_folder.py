@@ -83,7 +83,8 @@ def test_color_modes_and_unusual_files(tmp_path):
     Image.fromarray(np.full((10, 10, 3), (90, 60, 30), np.uint8)).save(root / "pic.gif")
     gen = kg.ImageFolderGenerator(tmp_path / "imgs", image_size=(5, 5), shuffle=False,
                                   batch_size=16, dtype="uint8", color_mode="rgba")
-    x, _ = gen[0]
+    with pytest.warns(UserWarning, match="deep.png has 16 bits per sample; it is reduced"):
+        x, _ = gen[0]
     assert x.shape == (7, 5, 5, 4) and x.dtype == np.uint8
     by_name = {os.path.basename(p): img for p, img in zip(gen.file_paths, x)}
     assert by_name["alpha.png"][0, 0].tolist() == [0, 0, 200, 128]

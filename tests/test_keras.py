@@ -86,10 +86,12 @@ def test_predict_and_evaluate_serve_epoch_zero_like_fit(image_folder, workers):
     model.evaluate(make(), verbose=0)
     assert [batch for _, batch in model.seen] == first_epoch
     gen = make()
-    predictions = model.predict(gen, verbose=0)
+    with pytest.warns(UserWarning, match=r"model\.predict\(\) reads .* in the order of epoch 0"):
+        predictions = model.predict(gen, verbose=0)
     assert len(predictions) == gen.num_samples
     identity = keras.Sequential([keras.Input((8, 8, 3)), keras.layers.Identity()])
-    order = ids(identity.predict(make(), verbose=0))
+    with pytest.warns(UserWarning, match=r"model\.predict\(\) reads"):
+        order = ids(identity.predict(make(), verbose=0))
     assert order.tolist() == [i for batch in first_epoch for i in batch]
 
 

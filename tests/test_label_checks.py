@@ -43,7 +43,8 @@ def test_csv_split_is_seeded_stratified_disjoint_and_shares_the_classes(pics, tm
     csv = write_csv(tmp_path / "all.csv", "filename,label", labels)
     common = dict(validation_split=0.25, seed=3, label_mode="int")
     train = build(csv, subset="training", **common)
-    val = build(csv, subset="validation", **common)
+    with pytest.warns(UserWarning, match="validation subset .* no sample of 1 class: 'gray'"):
+        val = build(csv, subset="validation", **common)
     assert not set(train.file_paths) & set(val.file_paths)
     assert sorted(train.file_paths + val.file_paths) == sorted(build(csv).file_paths)
     assert np.bincount(val.labels, minlength=3).tolist() == [2, 1, 0]  # round(.25 * n)
@@ -54,7 +55,8 @@ def test_csv_split_is_seeded_stratified_disjoint_and_shares_the_classes(pics, tm
         names = [gen.class_names[k] for k in gen.labels]
         rows = [int(os.path.basename(p)[:-4]) for p in gen.file_paths]
         assert names == [labels[r] for r in rows]
-    again = build(csv, subset="validation", **common)
+    with pytest.warns(UserWarning, match="no sample of 1 class: 'gray'"):
+        again = build(csv, subset="validation", **common)
     assert again.file_paths == val.file_paths
     with pytest.raises(ValueError, match="`seed` must be given"):
         build(csv, validation_split=0.25, subset="training")
