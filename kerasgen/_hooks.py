@@ -118,8 +118,17 @@ class Hooks:
                              request.dtype, request.rescale)
 
     def finish_x(self, x_batch: Any) -> Any:
-        """Converts an assembled batch to `dtype` in one vectorised step."""
-        return batching.convert(x_batch, self.dtype, self.rescale, self._maker.buffers)
+        """Converts an assembled batch to `dtype` in one vectorised step; a value the
+        conversion would change (300.5 into uint8) is an error naming its sample."""
+        request = self._current_request()
+
+        def where(k: int) -> str:
+            if request is None or k >= len(request.indices):
+                return f"row {k} of the batch"
+            return self.describe_sample(int(request.indices[k]))
+
+        return batching.convert(x_batch, self.dtype, self.rescale, self._maker.buffers,
+                                where)
 
 
 

@@ -81,6 +81,23 @@ def typical(image_size: ImageSize,
     ])
 
 
+def deterministic(step: Any) -> bool:
+    """Whether an `augment` or `batch_augment` step gives the same output for every draw
+    (its attribute `deterministic` is true: `center_crop`, the channels-first layout of
+    `kg.image_dataset_from_directory(data_format=...)`, or a function of yours marked
+    `fn.deterministic = True`): a preprocessing, which a validation generator keeps."""
+    return bool(getattr(step, "deterministic", False))
+
+
+def deterministic_part(value: Any) -> Any:
+    """What of an `augment` or `batch_augment` value (a step or a list of them) is
+    deterministic, or None: what `split()` gives the validation generator too."""
+    if isinstance(value, (list, tuple)):
+        kept = [step for step in value if deterministic(step)]
+        return kept or None
+    return value if value is not None and deterministic(value) else None
+
+
 def center_crop(image_size: ImageSize) -> CenterCrop:
     """The central `image_size` (height, width) of each image: what a validation
     generator applies where training crops (`typical`, `A.RandomResizedCrop`), so that

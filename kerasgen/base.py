@@ -575,7 +575,14 @@ def _changes(sampler: Any, augment: Any, batch_augment: Any) -> list[str]:
     a preprocessing, and is not counted), a batch augmentation."""
     return [f"{name}={_short(value)}" for name, value in (
         ("sampler", sampler), ("augment", augment), ("batch_augment", batch_augment))
-        if value is not None and not getattr(value, "deterministic", False)]
+        if value is not None and (name == "sampler" or _changing(value))]
+
+
+def _changing(value: Any) -> bool:
+    """Whether an augmentation (a step, or a list of steps) draws: a deterministic step
+    (`kg.augment.deterministic`) is a preprocessing."""
+    steps = value if isinstance(value, (list, tuple)) else [value]
+    return not all(augment_mod.deterministic(step) for step in steps)
 
 
 def _short(value: Any, limit: int = 80) -> str:

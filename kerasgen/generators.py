@@ -130,14 +130,19 @@ class Splits:
         make: Any = cls  # a generator class (this is its mixin)
         train = make(*args, validation_split=validation_split, subset="training",
                      seed=seed, **kwargs)
-        for name in _TRAINING_ONLY:
-            kwargs.pop(name, None)
+        from kerasgen import augment as augment_mod
+
+        for name in _TRAINING_ONLY:  # what draws goes; a preprocessing step stays
+            given = kwargs.pop(name, None)
+            kept = augment_mod.deterministic_part(given) if name in (
+                "augment", "batch_augment") else None
+            if kept is not None:
+                kwargs[name] = kept
         kwargs["shuffle"] = False
         trained, plain = train.sample_shape, sources.sample_shape_of(train.source)
         if trained is not None and plain is not None and trained != plain and len(
-                trained) == len(plain) and trained[2:] == plain[2:]:
-            from kerasgen import augment as augment_mod
-
+                trained) == len(plain) and trained[2:] == plain[2:] and (
+                kwargs.get("augment") is None):
             kwargs["augment"] = augment_mod.center_crop(trained[:2])
         validation = make(*args, validation_split=validation_split, subset="validation",
                           seed=seed, **kwargs)

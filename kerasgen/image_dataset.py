@@ -306,4 +306,7 @@ def channels_first(x: np.ndarray, y: np.ndarray | None,
     return np.ascontiguousarray(np.moveaxis(x, -1, 1)), y
 
 
+channels_first.deterministic = True  # type: ignore[attr-defined]  # a layout: validation's too
+
+
 _OPTIONS = _generator_arguments()

@@ -969,6 +969,7 @@ class StreamGenerator(PyDataset):
 
     def _setup(self) -> None:
         self._pid, self._lock, self._asked = os.getpid(), threading.Lock(), 0
+        self._dtypes = batching.OneDtype()  # dtype=None: one dtype for every batch
 
     def _set_labels(self, label_mode: str | None, class_names: Sequence[str] | None,
                     num_classes: int | None) -> None:
@@ -1033,7 +1034,7 @@ class StreamGenerator(PyDataset):
 
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
-        for name in ("_pid", "_lock", "_asked"):
+        for name in ("_pid", "_lock", "_asked", "_dtypes"):
             state.pop(name)
         return state
 
@@ -1108,15 +1109,17 @@ class StreamGenerator(PyDataset):
             samples.append(x)
             if labeled:
                 ids.append(self._class_id(label, where))
+
         def record(n: int) -> str:
             return f"record {items[n][1]} of shard {self.shards[items[n][0]]}"
 
-        if self.dtype is None:  # the type that holds every record, never the first's
-            x = batching.stack(samples, where=record)
-        else:
-            x = np.empty((len(samples),) + np.shape(samples[0]), self.dtype)
-            for n, sample in enumerate(samples):
-                batching.write(x, n, sample, lambda n=n: record(n))
+        # the type that holds every record, then `dtype` where given: a value it would
+        # change is an error naming its record, never cast in silence
+        x = batching.convert(batching.stack(samples, where=record), self.dtype,
+                             where=record)
+        if self.dtype is None:  # a batch of another dtype than the first: Keras'd cast it
+            self._dtypes.check(x, f"batch {b}", lambda: record(0),
+                               "Return one type for every record, or pass a `dtype`.")
         if not labeled:
             return x
         targets = labels_mod.Targets(self.label_mode, class_ids=np.asarray(ids, np.int64),

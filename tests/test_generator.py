@@ -335,3 +335,33 @@ def test_masks_that_are_no_whole_class_ids_are_refused_naming_the_sample():
     with pytest.raises(ValueError, match=r"whole class ids. Received: 0\.5 \(float64\) in "
                                          r"the mask of mask #1"):
         halves[0]
+
+
+def test_a_value_the_batch_dtype_would_change_is_refused_naming_the_sample():
+    """The conversion to `dtype` is checked as the stacking is: 300.5 into uint8 (it
+    became 44), 0.7 into uint8 (0), 2**24 + 1 into float32 (2**24) are errors naming
+    the sample; values the dtype holds convert as before, with no pass over them where
+    the samples' type always fits."""
+    class Values(kg.Generator):
+        def __init__(self, values, **kwargs):
+            self.values = values
+            super().__init__(num_samples=len(values), **kwargs)
+
+        def load_sample(self, index):
+            return np.array([self.values[index]])
+
+        def describe_sample(self, index):
+            return f"value #{index}"
+
+    fine = Values([0.0, 255.0, 7.0], dtype="uint8", batch_size=3, shuffle=False)
+    assert fine[0].ravel().tolist() == [0, 255, 7] and fine[0].dtype == np.uint8
+    for values, dtype, shown in (([1.0, 300.5], "uint8", r"300\.5 \(float64\) in value #1"),
+                                 ([0.7, 1.0], "uint8", r"0\.7 \(float64\) in value #0"),
+                                 ([3, 2**24 + 1], "float32",
+                                  r"16777217 \(int64\) in value #1, which the batch would "
+                                  r"hold as 16777216\.0")):
+        with pytest.raises(ValueError, match=rf"dtype='{dtype}' must hold every value as "
+                                             rf"it is.*Received: {shown}"):
+            Values(values, dtype=dtype, batch_size=2, shuffle=False)[0]
+    exact = Values([3, 2**24], dtype="float32", batch_size=2, shuffle=False)[0]
+    assert exact.ravel().tolist() == [3.0, 2.0**24]

@@ -591,3 +591,26 @@ def test_records_of_several_types_are_stacked_in_the_type_that_holds_them_all():
     with pytest.raises(TypeError, match=r"record 1 of shard s0"):
         StreamGenerator(["s0"], records=texts, batch_size=3, shuffle=False, dtype=None,
                         label_mode=None)[0]
+
+
+def test_batches_of_another_dtype_than_the_first_are_refused():
+    """dtype=None: a batch of float records after one of ints would be cast to int by
+    Keras in silence; refused naming the batch and record. With `dtype`, a value it
+    would change (300.5 into uint8) is refused naming its record."""
+    def shifting(shard):
+        return [(np.array([3]), 0), (np.array([2]), 1), (np.array([0.7]), 0),
+                (np.array([300.5]), 1)]
+
+    gen = StreamGenerator(["s0"], records=shifting, batch_size=2, shuffle=False,
+                          dtype=None, label_mode=None)
+    assert gen[0].dtype == np.int64
+    with pytest.raises(TypeError, match=r"Every batch must hold x in one dtype.*float64 in "
+                                        r"batch 1 \(its first sample: record 2 of shard "
+                                        r"s0\), but int64 in batch 0"):
+        gen[1]
+    small = StreamGenerator(["s0"], records=shifting, batch_size=2, shuffle=False,
+                            dtype="uint8", label_mode=None)
+    assert small[0].ravel().tolist() == [3, 2]
+    with pytest.raises(ValueError, match=r"dtype='uint8' must hold every value.*0\.7 "
+                                         r"\(float64\) in record 2 of shard s0"):
+        small[1]

@@ -232,3 +232,38 @@ def test_an_unknown_keyword_is_named_before_the_table_is_read(tmp_path, monkeypa
         kg.CSVGenerator(tmp_path / "huge.csv", target_size=(8, 8))
     with pytest.raises(TypeError, match=r"DetectionGenerator\(\) got unexpected keyword"):
         kg.DetectionGenerator(tmp_path / "huge.csv", target_size=(8, 8))
+
+
+@pytest.mark.parametrize("subset", ["validation", "both"])
+def test_a_preprocessing_step_stays_on_validation(skewed, subset):
+    """A step that gives the same output for every draw (the channels-first layout of
+    data_format, a function marked deterministic) is a preprocessing: the validation
+    subset takes it, split() keeps it, and evaluate does not warn of it."""
+    pytest.importorskip("tensorflow")
+    common = dict(image_size=(16, 16), batch_size=4, validation_split=0.25, seed=3,
+                  data_format="channels_first", format="kerasgen")
+    made = kg.image_dataset_from_directory(skewed, subset=subset, **common)
+    validation = made[1] if subset == "both" else made
+    assert validation[0][0].shape == (4, 3, 16, 16)
+    if subset == "both":
+        assert made[0][0][0].shape == (4, 3, 16, 16)  # one layout on both sides
+
+    def scale(image, rng):
+        return image // 2
+
+    scale.deterministic = True
+    plain = kg.ImageFolderGenerator(skewed, image_size=(16, 16), validation_split=0.25,
+                                    subset="validation", seed=3, augment=scale,
+                                    batch_size=4, shuffle=False)
+    train, val = kg.ImageFolderGenerator.split(skewed, image_size=(16, 16), seed=3,
+                                               validation_split=0.25, augment=scale,
+                                               batch_size=4)
+    assert val.augment is scale
+    np.testing.assert_array_equal(val[0][0], plain[0][0])
+    import warnings
+    model = keras.Sequential([keras.Input((16, 16, 3)), keras.layers.Flatten(),
+                              keras.layers.Dense(2)])
+    model.compile("sgd", keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        model.evaluate(val, verbose=0)

@@ -217,6 +217,48 @@ def write(batch, k, sample, where):
     batch[k] = sample
 
 
+class OneDtype:
+    """Refuses a batch whose arrays' dtypes differ from the first batch's it saw
+    (strings of any length are one type). Keras (TensorFlow backend) fixes each array's
+    dtype from the first batches it reads and casts the later ones to it without a word:
+    y of [0.7, 1.9] after a batch of [3, 2] would train as [0, 1]. One comparison per
+    array; a batch's own samples are stacked in the type that holds them all (`stack`),
+    so only batches can differ. Batch makers and streams each hold one."""
+
+    def __init__(self):
+        self.first = None  # (dtypes, the batch's name) of the first batch of arrays
+
+    def check(self, batch, name, first_sample, fix):
+        """`name`: the batch ("batch 3 of epoch 0"); `first_sample()`: its first
+        sample's name; `fix`: what to do, for the error."""
+        first = self.first
+        if first is not None and same_dtypes(batch, first[0]):
+            return
+        types = dtypes_of(batch)
+        if any(t is None for t in types):  # a value no array holds: Keras refuses it
+            return
+        if first is None:  # the first batch of arrays made here: the reference
+            self.first = (types, name)
+            return
+        if len(types) != len(first[0]):  # another structure: Keras refuses it itself
+            return
+        names = names_of(batch)
+        k = next((k for k, (a, b) in enumerate(zip(types, first[0])) if a != b),
+                 min(len(types), len(first[0])) - 1)
+        raise TypeError(
+            f"Every batch must hold {names[k]} in one dtype, the first batch's: Keras "
+            "fixes each array's dtype from the first batches it reads and casts the later "
+            "ones to it without a word (0.7 would train as 0 in an int64 array). "
+            f"Received: {names[k]} of dtype {_dtype_text(types[k])} in {name} (its first "
+            f"sample: {first_sample()}), but {_dtype_text(first[0][k])} in {first[1]}. "
+            f"{fix}")
+
+
+def _dtype_text(dtype):
+    return {"U": "str", "S": "bytes"}.get(dtype, str(dtype)) if isinstance(
+        dtype, str) else str(dtype)
+
+
 def same_dtypes(batch, dtypes):
     """Whether `batch`'s arrays have `dtypes` (what `dtypes_of` gave for another batch):
     for x alone or (x, y[, w]) of arrays, a dtype comparison each."""
@@ -263,15 +305,20 @@ def names_of(batch, name=None):
     return (name,)
 
 
-def convert(batch, dtype, rescale=None, buffers=None):
+def convert(batch, dtype, rescale=None, buffers=None, where=None):
     """Casts (and rescales) a batch in one vectorised step per array (into an array of
-    `buffers`, a BufferPool, when given)."""
+    `buffers`, a BufferPool, when given). With `where` (a callable naming sample k), a
+    value the cast would change (300.5 into uint8, 2**24 + 1 into float32) is a
+    ValueError naming its sample, the value and what it would become, never cast in
+    silence; free where the batch's dtype always fits (`fits_always`)."""
     if isinstance(batch, dict):
-        return {k: convert(v, dtype, rescale, buffers) for k, v in batch.items()}
+        return {k: convert(v, dtype, rescale, buffers, where) for k, v in batch.items()}
     if isinstance(batch, tuple):
-        return tuple(convert(v, dtype, rescale, buffers) for v in batch)
+        return tuple(convert(v, dtype, rescale, buffers, where) for v in batch)
     if dtype is None or (batch.dtype == dtype and rescale is None):
         return batch
+    if where is not None:
+        refuse_misfit(batch, dtype, rescale, where)
     out = (np.empty(batch.shape, dtype=dtype) if buffers is None
            else buffers.empty(batch.shape, dtype))
     return convert_into(out, batch, rescale)
@@ -315,8 +362,15 @@ def fits_always(source, dtype, rescale=None):
         return True
     if target.kind == "f":
         scale = 1.0 if rescale is None else abs(float(rescale))
+        if source.kind in "iu" and rescale is None and _magnitude(source) > _exact(target):
+            return False  # integers above 2**24 (float32) would be rounded: looked at
         return _magnitude(source) * scale <= float(np.finfo(target).max)
     return bool(np.can_cast(source, target, "safe"))
+
+
+def _exact(dtype):
+    """The largest integer magnitude below which float `dtype` holds every integer."""
+    return 2 ** (np.finfo(dtype).nmant + 1)
 
 
 def misfit(values, dtype, rescale=None):
@@ -324,7 +378,9 @@ def misfit(values, dtype, rescale=None):
     `rescale` for a float dtype, as `convert_into` does) would change: out of the
     dtype's range (a float dtype: finite values that would become inf; NaN and inf stay
     what they are), or NaN, inf or not whole for an integer dtype; None when every
-    value fits. Free (no pass over the values) when values' dtype always fits."""
+    value fits; an integer a float dtype would round (2**24 + 1 in float32, without
+    `rescale`) does not fit either. Free (no pass over the values) when values' dtype
+    always fits."""
     target = np.dtype(dtype)
     values = np.asarray(values)
     if values.size == 0 or fits_always(values.dtype, target, rescale):
@@ -332,12 +388,21 @@ def misfit(values, dtype, rescale=None):
     if target.kind == "f":
         scale = 1.0 if rescale is None else abs(float(rescale))
         limit = float(np.finfo(target).max) / scale
+        exact = _exact(target) if values.dtype.kind in "iu" and rescale is None else None
         with np.errstate(invalid="ignore"):
-            if values.min() >= -limit and values.max() <= limit:  # NaN: the slow path
+            low, high = values.min(), values.max()
+            if low >= -limit and high <= limit and (exact is None or (
+                    -exact <= low and high <= exact)):  # NaN: the slow path
                 return None
             bad = (values < -limit) | (values > limit)
         if values.dtype.kind == "f":
             bad &= np.isfinite(values)
+        if exact is not None:  # integers beyond the float's exact range: rounded?
+            beyond = (values > exact) | (values < -exact)
+            if beyond.any():
+                with np.errstate(all="ignore"):  # compared as integers (an overflow
+                    back = values.astype(target).astype(values.dtype)  # back is a change)
+                bad |= beyond & (back != values)
     else:
         info = np.iinfo(target)
         low, high = int(info.min), int(info.max)
@@ -353,6 +418,26 @@ def misfit(values, dtype, rescale=None):
     if not bad.any():
         return None
     return int(np.argmax(bad.ravel()))
+
+
+def refuse_misfit(batch, dtype, rescale, where):
+    """Raises ValueError when a value of the batch `batch` (one row per sample) would be
+    changed by its conversion to `dtype` (see `misfit`), naming its sample (`where(k)`),
+    the value and what it would become."""
+    flat = misfit(batch, dtype, rescale)
+    if flat is None:
+        return
+    values = np.asarray(batch)
+    value = values.flat[flat]
+    row = flat // max(1, int(np.prod(values.shape[1:], dtype=np.int64)))
+    scaled = "" if rescale is None or np.dtype(dtype).kind != "f" else (
+        f" times rescale={rescale}")
+    raise ValueError(
+        f"Batches of dtype={np.dtype(dtype).name!r} must hold every value as it is"
+        f"{scaled} ({holds(dtype)}). Received: {value.item()!r} ({values.dtype}) in "
+        f"{where(int(row))}, which the batch would hold as "
+        f"{became(value, dtype, rescale)!r}. Pass a dtype that holds it (dtype='float32', "
+        "or dtype=None for the samples' own), or return values within its range.")
 
 
 def became(value, dtype, rescale=None):

@@ -62,8 +62,7 @@ class BatchMaker:
                                    and bool(source.remote)) else 0
         self.batch_augment = (None if batch_augment is None
                               else augment_mod.BatchAugment(batch_augment))
-        # the dtypes of the first batch made, its number and epoch (see `_same_types`)
-        self._types: tuple[tuple[Any, ...], int, int] | None = None
+        self._types = batching.OneDtype()  # the first batch's dtypes (`_same_types`)
         self._load = (source.load_batch if isinstance(source, sources_mod.BatchSource)
                       else None)
         mixing = [type(s).__name__ for s in (self.batch_augment.steps
@@ -144,38 +143,8 @@ class BatchMaker:
 
     def _same_types(self, batch: Any, part: BatchSlice) -> None:
         """Refuses a batch whose arrays' dtypes differ from the first batch's made here
-        (strings of any length are one type). Keras (TensorFlow backend) fixes each
-        array's dtype from the first batches it reads and casts the later ones to it
-        without a word: y of [0.7, 1.9] after a batch of [3, 2] would train as [0, 1].
-        One comparison per array; a batch's own samples are stacked in the type that
-        holds them all (`batching.stack`), so only batches can differ."""
-        first = self._types
-        if first is not None and batching.same_dtypes(batch, first[0]):
-            return
-        types = batching.dtypes_of(batch)
-        if any(t is None for t in types):  # a value no array holds: Keras refuses it
-            return
-        if first is None:  # the first batch of arrays made here: the reference
-            self._types = (types, part.number, part.epoch)
-            return
-        if len(types) != len(first[0]):  # another structure: Keras refuses it itself
-            return
-        names = batching.names_of(batch)
-        k = next((k for k, (a, b) in enumerate(zip(types, first[0])) if a != b),
-                 min(len(types), len(first[0])) - 1)
-        sample = (self.source.describe(int(part.indices[0])) if len(part.indices)
-                  else "none")
-        raise TypeError(
-            f"Every batch must hold {names[k]} in one dtype, the first batch's: Keras "
-            "fixes each array's dtype from the first batches it reads and casts the later "
-            "ones to it without a word (0.7 would train as 0 in an int64 array). "
-            f"Received: {names[k]} of dtype {_dtype_text(types[k])} in batch {part.number} "
-            f"of epoch {part.epoch} (its first sample: {sample}), but "
-            f"{_dtype_text(first[0][k])} in batch {first[1]} of epoch {first[2]}. Return "
-            "one type for every sample from load_sample (float(y), say, or np.float32), "
-            "or pass a `dtype` for x.")
-
-
-def _dtype_text(dtype: Any) -> str:
-    return {"U": "str", "S": "bytes"}.get(dtype, str(dtype)) if isinstance(
-        dtype, str) else str(dtype)
+        (`batching.OneDtype`): Keras would cast it in silence."""
+        self._types.check(batch, f"batch {part.number} of epoch {part.epoch}", lambda: (
+            self.source.describe(int(part.indices[0])) if len(part.indices) else "none"),
+            "Return one type for every sample from load_sample (float(y), say, or "
+            "np.float32), or pass a `dtype` for x.")

@@ -177,8 +177,9 @@ def load_each(request: BatchRequest, load: Callable[[int], Any],
     if assemble is None:
         assemble = default_assemble(request, describe)
     if finish is None:
-        def finish(x: Any) -> Any:
-            return batching.convert(x, request.dtype, request.rescale, request.buffers)
+        def finish(x: Any) -> Any:  # a value the cast would change: named, not cast
+            return batching.convert(x, request.dtype, request.rescale, request.buffers,
+                                    lambda k: describe(int(request.indices[k])))
     if augment is None and request.augment is not None:
         augment = request.augmented
     xs, ys = [], []
