@@ -337,11 +337,6 @@ def read_file(path, root=None, what="image file", max_bytes=None):
         os.close(fd)
 
 
-def is_inside(real, root):
-    """Whether the real path `real` is the real folder `root` or lies under it."""
-    return _paths.inside(real, root)
-
-
 def header_size(data):
     """(height, width) that an encoded image's header declares, read without decoding
     it, or None when the format is not one Pillow knows or the header is unreadable
@@ -423,9 +418,7 @@ def oriented(image, data):
     orientation says, so an RGBA image comes out as its RGB read does. Other formats
     (OpenCV turns a TIFF itself; a JPEG has no alpha) and files without EXIF are left
     as they are."""
-    head = bytes(data[:1 << 16])
-    png, webp = head[:8] == b"\x89PNG\r\n\x1a\n", head[:4] == b"RIFF" and head[8:12] == b"WEBP"
-    if not (png and b"eXIf" in head or webp and b"EXIF" in head):
+    if not _has_exif(data):
         return image
     try:
         from PIL import Image
@@ -435,6 +428,24 @@ def oriented(image, data):
         return image
     turn = _ORIENT.get(orientation)
     return image if turn is None else np.ascontiguousarray(turn(image))
+
+
+def _has_exif(data):
+    """Whether the PNG or WebP `data` holds EXIF: a PNG's eXIf chunk (its chunk headers
+    walked up to the image data, a few reads), a WebP's flag in its VP8X header. Other
+    formats: False."""
+    head = bytes(data[:32])
+    if head[:4] == b"RIFF" and head[8:12] == b"WEBP":
+        return head[12:16] == b"VP8X" and bool(head[20] & 0x08)  # its EXIF flag
+    if head[:8] != b"\x89PNG\r\n\x1a\n":
+        return False
+    at, size = 8, len(data)
+    while at + 8 <= size:
+        kind = bytes(data[at + 4:at + 8])
+        if kind in (b"eXIf", b"IDAT", b"IEND"):
+            return kind == b"eXIf"
+        at += 12 + int.from_bytes(bytes(data[at:at + 4]), "big")
+    return False
 
 
 def decode_bytes(data, color_mode="rgb", target_size=None, name="image",

@@ -11,6 +11,7 @@ import numpy as np
 import numpy.typing as npt
 
 from kerasgen import _checks
+from kerasgen.pipeline import batching
 from kerasgen import _redact
 
 LABEL_MODES = ("int", "categorical", "binary", "multi_label", "raw", "mask", "input", "boxes",
@@ -575,16 +576,13 @@ def encode_masks(masks: np.ndarray, num_classes: int | None, mask_format: str,
     """Segmentation masks (n, h, w) of class ids -> int32 ids or float32 one-hot."""
     if masks.ndim == 4 and masks.shape[-1] == 1:
         masks = masks[..., 0]
-    if masks.dtype.kind not in "iub":  # class ids: a fraction would be cut in silence
-        whole = np.isfinite(masks) & (masks == np.round(masks)) if masks.dtype.kind == "f" \
-            else np.zeros(masks.shape, bool)
-        if not whole.all():
-            k = int(np.flatnonzero(~whole.reshape(len(masks), -1).all(axis=1))[0])
-            raise ValueError(
-                f"Mask values must be whole class ids. Received: "
-                f"{masks[k][~whole[k]].flat[0].item()!r} ({masks.dtype}) in the mask of "
-                f"{describe(int(indices[k]))}. Return integer class ids (a float mask "
-                "of 0.5 would become class 0).")
+    flat = batching.misfit(masks, "int32")  # a fraction (0.5) would become class 0
+    if flat is not None:
+        k = flat // max(1, masks[0].size)
+        raise ValueError(
+            f"Mask values must be whole class ids. Received: {masks.flat[flat].item()!r} "
+            f"({masks.dtype}) in the mask of {describe(int(indices[k]))}. Return integer "
+            "class ids (a float mask of 0.5 would become class 0).")
     if num_classes is not None:
         bad = (masks < 0) | (masks >= num_classes)
         if bad.any():

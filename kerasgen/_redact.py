@@ -39,14 +39,42 @@ _URL = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*://[^\s'\"<>()\[\]{}]+")
 _SECRET_OPTION = re.compile(
     r"(?i)(secret|passw|pwd|token|credential|signature|session|api.?key|access.?key|"
     r"account.?key|private.?key|auth|^key$|^sas|sas.?token|cookie)")
-_MIN_SECRET = 4  # shorter values are not searched for in texts (they would mask words)
+_MIN_SECRET = 6  # shorter values are not searched for in texts (they would mask words)
+# option values that name a way to authenticate, not a secret (gcsfs's token="anon"...)
+_NOT_SECRETS = {"anon", "cloud", "google_default", "browser", "cache", "true", "false"}
+# query fields that carry a credential or a signature: S3's and GCS's signed URLs (every
+# X-Amz-/X-Goog- field, S3's older AWSAccessKeyId/Signature/Expires), CloudFront's
+# Policy and Key-Pair-Id, tokens, keys and passwords of any name
+_CREDENTIAL = re.compile(
+    r"(?i)^(x-amz-|x-goog-)|secret|passw|pwd|token|credential|signature|session|"
+    r"api.?key|access.?key|account.?key|private.?key|auth|^key$|^sig$|^sas|^expires$|"
+    r"^awsaccesskeyid$|^googleaccessid$|^policy$|^key-pair-id$")
+# an Azure SAS token's fields (with its `sig`): all of them change when it is signed again
+_AZURE_SAS = {"sv", "ss", "srt", "sp", "se", "st", "spr", "sr", "si", "sdd", "skoid",
+              "sktid", "skt", "ske", "sks", "skv", "ses", "rscc", "rscd", "rsce", "rscl",
+              "rsct", "sig"}
+# a value that looks like a token whatever its field's name: 16 or more characters of a
+# token's alphabet, letters and digits mixed
+_TOKEN_LIKE = re.compile(r"^(?=.*[A-Za-z])(?=.*[0-9])[A-Za-z0-9+/=_%.~-]{16,}$")
 
 _known: set[str] = set()  # secrets seen in this process, searched for in every text
+_known_pattern: re.Pattern[str] | None = None  # `_known` as one pattern of whole tokens
 _lock = threading.Lock()
 
 
+def credential_field(name: str, sas: bool = False, value: str | None = None) -> bool:
+    """Whether the query field `name` carries a credential or a signature (`sas`: the
+    query is an Azure SAS, whose every field changes when signed again). With `value`,
+    also a value that looks like a token, whatever the field's name (for what is shown;
+    a cache key drops known fields only, so two objects never share an entry)."""
+    return bool(_CREDENTIAL.search(name)) or (sas and name.lower() in _AZURE_SAS) or (
+        value is not None and bool(_TOKEN_LIKE.match(value)))
+
+
 def redact_url(url: str) -> str:
-    """`url` without its secrets: user information and query values masked."""
+    """`url` without its secrets: user information masked, and the values of the query
+    fields that carry a credential, a signature or a token (`credential_field`); other
+    fields (`?w=1`, `?id=42`) stay, so two objects stay two in a message."""
     head, sep, rest = url.partition("://")
     if not sep:
         return url
@@ -55,18 +83,19 @@ def redact_url(url: str) -> str:
         authority = MASK + "@" + authority.rsplit("@", 1)[1]
     path, hash_, fragment = path.partition("#")
     path, question, query = path.partition("?")
-    if question:
-        query = "&".join(_masked(part) for part in query.split("&"))
     if not slash and "?" in authority:  # https://host?token=... (no path)
-        authority, _, query = authority.partition("?")
-        question = "?"
-        query = "&".join(_masked(part) for part in query.split("&"))
+        authority, question, query = authority.partition("?")
+    if question:
+        pairs = query.split("&")
+        sas = any(p.partition("=")[0].lower() == "sig" for p in pairs)
+        query = "&".join(_masked(part, sas) for part in pairs)
     return f"{head}://{authority}{slash}{path}{question}{query}{hash_}{fragment}"
 
 
-def _masked(pair: str) -> str:
+def _masked(pair: str, sas: bool) -> str:
     name, eq, value = pair.partition("=")
-    return f"{name}={MASK}" if eq and value else pair
+    secret = eq and value and credential_field(name, sas, urllib.parse.unquote(value))
+    return f"{name}={MASK}" if secret else pair
 
 
 def url_secrets(url: str) -> list[str]:
@@ -105,7 +134,7 @@ def option_secrets(options: Any) -> list[str]:
                 walk(item, secret)
         elif secret and isinstance(value, (str, bytes)):
             text = value.decode(errors="replace") if isinstance(value, bytes) else value
-            if len(text) >= _MIN_SECRET:
+            if len(text) >= _MIN_SECRET and text.lower() not in _NOT_SECRETS:
                 found.append(text)
 
     walk(options, False)
@@ -113,11 +142,18 @@ def option_secrets(options: Any) -> list[str]:
 
 
 def remember(secrets: Iterable[str]) -> None:
-    """Adds `secrets` to those every `redact` of this process masks."""
-    new = {s for s in secrets if isinstance(s, str) and len(s) >= _MIN_SECRET}
+    """Adds `secrets` to those every `redact` of this process masks (as whole tokens:
+    not inside a longer word)."""
+    global _known_pattern
+    new = {s for s in secrets if isinstance(s, str) and len(s) >= _MIN_SECRET
+           and s.lower() not in _NOT_SECRETS}
     if new - _known:
         with _lock:
             _known.update(new)
+            alternatives = "|".join(re.escape(s) for s in sorted(_known, key=len,
+                                                                   reverse=True))
+            _known_pattern = re.compile(
+                rf"(?<![A-Za-z0-9])(?:{alternatives})(?![A-Za-z0-9])")
 
 
 def remember_url(url: Any) -> None:
@@ -136,10 +172,8 @@ def redact(text: Any) -> Any:
         return text
     if "://" in text:
         text = _URL.sub(lambda m: redact_url(m.group(0)), text)
-    for secret in sorted(_known, key=len, reverse=True):
-        if secret in text:
-            text = text.replace(secret, MASK)
-    return text
+    pattern = _known_pattern
+    return text if pattern is None else pattern.sub(MASK, text)
 
 
 def redact_all(items: Iterable[Any]) -> list[Any]:

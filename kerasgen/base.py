@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from keras.utils import PyDataset
 
-from kerasgen import _checks, _hooks, _keras_compat, _redact
+from kerasgen import _checks, _hooks, _keras_compat, _redact, _validation
 from kerasgen.pipeline import feeding as _feeding
 from kerasgen.pipeline import making as _making
 from kerasgen.pipeline import malloc as _malloc
@@ -34,7 +34,6 @@ from kerasgen import _seeding as seeding
 from kerasgen import _stats as stats_mod
 from kerasgen import samplers as samplers_mod
 from kerasgen.samplers import _adapters as sampler_adapters
-from kerasgen import augment as augment_mod
 from kerasgen.pipeline.augmenting import Augmentation
 from kerasgen.sources._image import check_rescale
 from kerasgen._typing import BatchAugmentSteps
@@ -186,7 +185,8 @@ class Generator(PyDataset, _hooks.Hooks):
         self.dtype = _checks.one_of("dtype", dtype, batching.DTYPES)
         self.drop_remainder = bool(drop_remainder)
         self.augment, self.batch_augment, self.sampler = augment, batch_augment, sampler
-        _refuse_changes_in_validation(self, sampler, augment, batch_augment, drop_remainder)
+        _validation.refuse_in_validation(self, sampler, augment, batch_augment,
+                                         drop_remainder)
         label_mode = self._set_targets(label_mode, class_names, num_classes, mask_format,
                                        sample_weight)
         self._stats = stats_mod.BatchTimings() if stats else None
@@ -358,11 +358,13 @@ class Generator(PyDataset, _hooks.Hooks):
                 "_warned_predict"):
             self.__dict__["_warned_predict"] = True  # once per generator
             _keras_compat.warn_predict_order(self, self.epoch)
-        changes = _changes(self.sampler, self.augment, self.batch_augment)
-        if changes and not self.__dict__.get("_warned_evaluate") and (
-                _keras_compat.in_evaluate()):
-            self.__dict__["_warned_evaluate"] = True  # once per generator
-            _keras_compat.warn_evaluate_measures(self, changes)
+        if not self.__dict__.get("_warned_evaluate") and (
+                self.sampler is not None or self.augment is not None
+                or self.batch_augment is not None) and _keras_compat.in_evaluate():
+            changes = _validation.changes(self.sampler, self.augment, self.batch_augment)
+            if changes:
+                self.__dict__["_warned_evaluate"] = True  # once per generator
+                _keras_compat.warn_evaluate_measures(self, changes)
         return len(self)
 
     def __len__(self) -> int:
@@ -428,7 +430,7 @@ class Generator(PyDataset, _hooks.Hooks):
         _keras_compat.note_epoch_begun(self)  # found by GeneratorCheckpoint without argument
         fit_data = _keras_compat.fit_data()
         labels_mod.check_fit_partners(self, fit_data)
-        check_validation_partner(self, fit_data)
+        _validation.check_partner(self, fit_data, Generator)
 
     def on_epoch_end(self) -> None:
         """Advances to the next epoch (new order, new augmentation draws)."""
@@ -554,7 +556,7 @@ class Generator(PyDataset, _hooks.Hooks):
         None where it is not (a subclass's own samples, masks or boxes augmented with
         the image, an augmentation that refuses a blank sample)."""
         if "_sample_shape" not in self.__dict__:
-            self.__dict__["_sample_shape"] = _sample_shape(self)
+            self.__dict__["_sample_shape"] = _validation.sample_shape(self)
         return self.__dict__["_sample_shape"]
 
     def __getstate__(self) -> dict[str, Any]:
@@ -567,90 +569,3 @@ class Generator(PyDataset, _hooks.Hooks):
         ahead = state.pop("_ahead", True)
         self.__dict__.update(state)
         self._feeding = self._new_feeding(ahead)  # a copy's own (none ahead in a worker)
-
-
-def _changes(sampler: Any, augment: Any, batch_augment: Any) -> list[str]:
-    """The options that make an epoch's samples other than the data's, as `name=value`:
-    a sampler, an augmentation (a deterministic one such as `kg.augment.center_crop` is
-    a preprocessing, and is not counted), a batch augmentation."""
-    return [f"{name}={_short(value)}" for name, value in (
-        ("sampler", sampler), ("augment", augment), ("batch_augment", batch_augment))
-        if value is not None and (name == "sampler" or _changing(value))]
-
-
-def _changing(value: Any) -> bool:
-    """Whether an augmentation (a step, or a list of steps) draws: a deterministic step
-    (`kg.augment.deterministic`) is a preprocessing."""
-    steps = value if isinstance(value, (list, tuple)) else [value]
-    return not all(augment_mod.deterministic(step) for step in steps)
-
-
-def _short(value: Any, limit: int = 80) -> str:
-    """`repr(value)` on one line, cut at `limit` characters (an albumentations Compose's
-    repr lists every transform on lines of its own)."""
-    text = " ".join(repr(value).split())
-    return text if len(text) <= limit else text[:limit - 3] + "..."
-
-
-def _refuse_changes_in_validation(gen: Generator, sampler: Any, augment: Any,
-                                  batch_augment: Any, drop_remainder: bool) -> None:
-    """A validation subset (`subset="validation"`, set by the builder before this
-    generator's own __init__) is measured as it is: a sampler, an augmentation or
-    drop_remainder would change what its metrics count."""
-    if getattr(gen, "subset", None) != "validation":
-        return
-    changes = _changes(sampler, augment, batch_augment) + (
-        ["drop_remainder=True"] if drop_remainder else [])
-    if changes:
-        name = type(gen).__name__
-        raise ValueError(
-            f"The validation subset must be measured as it is. Received: subset="
-            f"'validation' with {', '.join(changes)}, which would make its metrics count "
-            "resampled, augmented or dropped samples. Leave "
-            f"{'them' if len(changes) > 1 else 'it'} out of the validation generator, or "
-            f"build both with {name}.split(..., validation_split=..., seed=...), which "
-            "gives them to the training generator only.")
-
-
-def _sample_shape(gen: Generator) -> tuple[int, ...] | None:
-    """See `Generator.sample_shape`."""
-    shape = sources_mod.sample_shape_of(gen.source)
-    if shape is None or gen.augment is None:
-        return shape
-    if gen.label_mode in ("mask", "boxes", "image"):
-        return None  # augmented with their targets: not probed on a blank image
-    try:
-        out = augment_mod.SampleAugment(gen.augment)(
-            np.zeros(shape, np.uint8), seeding.rng(gen.seed, seeding.AUGMENT, 0, 0))
-    except Exception:  # noqa: BLE001 - a blank sample refused: the shape stays unknown
-        return None
-    return tuple(np.shape(out))
-
-
-def check_validation_partner(gen: Generator, fit_data: tuple[Any, Any] | None) -> None:
-    """In `fit` (`fit_data` its (x, validation_data)), before the first step: a kerasgen
-    validation generator must measure its data as it is (no sampler, augment or
-    batch_augment) and give samples of the training batches' shape."""
-    if fit_data is None:
-        return
-    x, validation = fit_data
-    if gen is not x or not isinstance(validation, Generator):
-        return
-    changes = _changes(validation.sampler, validation.augment, validation.batch_augment)
-    if changes:
-        raise ValueError(
-            f"`validation_data` must be measured as it is. Received: a "
-            f"{type(validation).__name__} with {', '.join(changes)}: its metrics would "
-            "count resampled or augmented samples (rare classes repeated, transformed "
-            "images). Build the validation generator without them, or both with "
-            "split() (ImageFolderGenerator.split, CSVGenerator.split), which does.")
-    trained, validated = gen.sample_shape, validation.sample_shape
-    if trained is not None and validated is not None and trained != validated:
-        raise ValueError(
-            f"`validation_data` must give samples of the training batches' shape. "
-            f"Received: {type(validation).__name__} samples of shape {validated}, "
-            f"while the training generator's augment={_short(gen.augment)} makes them "
-            f"{trained}: the model would be validated at another scale, or fail after "
-            "the first epoch. Build both with split(), which centre-crops validation "
-            "images to the training size, or pass the validation generator "
-            f"augment=kg.augment.center_crop({trained[:2]}).")

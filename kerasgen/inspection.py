@@ -264,8 +264,11 @@ def inspect(source: StrPath, x_col: str = "filename", y_col: str | None = "label
     paths, labels, class_names, found, label_errors = _files_and_labels(
         source, x_col, y_col, directory, label_mode, label_delimiter, encoding,
         allow_outside)
-    root = (None if directory is None or allow_outside or check_source(source) == "folder"
-            else _paths.Root.of(directory))  # checked again as each file is read
+    # each file is checked again as it is read: inside the folder (its walk follows no
+    # link out, as ImageFolderGenerator's), or inside `directory` for a CSV's rows
+    folder = check_source(source) == "folder"
+    root = (_paths.Root.of(os.fspath(source)) if folder else None if directory is None
+            or allow_outside else _paths.Root.of(directory))
     for message in found:
         _redact.warn(message, stacklevel=2)
     if labels is not None and label_mode == "multi_label":

@@ -368,11 +368,11 @@ def tfrecord_records(f: IO[bytes], compression: str,
             return
         if len(header) < 12:
             raise _Broken("it is truncated: a record's 12-byte header is cut short")
-        if tfrecord_mod.masked_crc(header[:8]) != struct.unpack("<I", header[8:])[0]:
+        length = tfrecord_mod.header_length(header)
+        if length is None:
             hint = (f" (it is {found}-compressed: pass compression_type={found!r})"
                     if number == 0 and found and not compression else "")
             raise _Broken(f"it is corrupt: a record's length fails its CRC32C check{hint}")
-        (length,) = struct.unpack("<Q", header[:8])
         if limit is not None and length > limit:
             raise _budget.too_large(f"its header (at byte {stream.pos - 12})", length, limit,
                                     "declares a length of", error=_TooLarge)

@@ -313,9 +313,8 @@ class _Framing:
             self._header(header)
 
     def _header(self, header: bytes) -> None:
-        (length,), (stored,) = struct.unpack("<Q", header[:8]), struct.unpack(
-            "<I", header[8:])
-        if masked_crc(header[:8]) != stored:
+        length = header_length(header)
+        if length is None:
             hint = " (what it decompresses to is not a TFRecord file)" if (
                 self.record == 0) else ""
             raise ValueError(f"{self.name} is corrupt: the length of record {self.record} "
@@ -370,9 +369,8 @@ def index_records(paths: Sequence[StrPath], verbose: int = 1,
                         _refuse_compressed(name, header)
                     raise ValueError(f"{name} is truncated: an incomplete header of record "
                                      f"{record} at byte {offset}.")
-                (length,), (stored,) = struct.unpack("<Q", header[:8]), \
-                    struct.unpack("<I", header[8:])
-                if masked_crc(header[:8]) != stored:
+                length = header_length(header)
+                if length is None:
                     if record == 0:
                         _refuse_compressed(name, header)
                     raise ValueError(
@@ -391,6 +389,13 @@ def index_records(paths: Sequence[StrPath], verbose: int = 1,
                 record += 1
                 f.seek(offset)
     return index
+
+
+def header_length(header: bytes) -> int | None:
+    """The length a record's 12-byte header declares, or None when the header fails
+    its masked CRC32C (the one reading of TFRecord framing, for every reader)."""
+    length, stored = struct.unpack("<QI", header)
+    return int(length) if masked_crc(header[:8]) == stored else None
 
 
 def _refuse_compressed(path: StrPath, head: bytes) -> None:

@@ -612,7 +612,7 @@ LAYERS = [
     ("batch", {"pipeline.making"}),
     ("feeding", {"pipeline.ahead", "pipeline.workers", "pipeline.feeding",
                  "_keras_compat"}),
-    ("adapter", {"base", "_hooks", "_tfdata", "_grain", "_iterator_names"}),
+    ("adapter", {"base", "_hooks", "_validation", "_tfdata", "_grain", "_iterator_names"}),
     ("generators", {"generators", "sql", "tfrecord", "arrayrecord", "webdataset", "stream",
                     "image_dataset", "detection"}),
     ("around", {"callbacks", "inspection", "cli", "viz", "gpu", "rebalance", "_preload",

@@ -247,3 +247,30 @@ def test_a_path_holding_a_nul_byte_is_named_not_a_bare_error(tmp_path):
     with pytest.raises(ValueError, match=r"The path 'a\\x00\.png' in image 0 \(entry 0 of "
                                          r"`images`\) of COCO file .*coco\.json holds a NUL"):
         kg.DetectionGenerator(coco, **COMMON)
+
+
+def test_inspect_of_a_folder_reads_no_file_replaced_by_a_link_out_after_listing(
+        tmp_path, monkeypatch):
+    """kg.inspect walks a folder as ImageFolderGenerator does (no link out is listed),
+    and reads each file inside it: a file replaced by a link leading out between the
+    listing and the read is reported, not read."""
+    from kerasgen import inspection
+    from tests.conftest import write_image
+
+    folder, outside = tmp_path / "pets", tmp_path / "secret.png"
+    write_image(str(folder / "cat" / "a.png"))
+    write_image(str(folder / "cat" / "b.png"), seed=1)
+    write_image(str(outside), seed=2)
+    listed = inspection._folder_files
+
+    def then_swapped(*args):
+        found = listed(*args)
+        os.remove(folder / "cat" / "b.png")
+        os.symlink(outside, folder / "cat" / "b.png")
+        return found
+
+    monkeypatch.setattr(inspection, "_folder_files", then_swapped)
+    report = kg.inspect(folder, verbose=0)
+    assert [os.path.basename(c["path"]) for c in report["corrupt"]] == ["b.png"]
+    assert "outside" in report["corrupt"][0]["error"] or "leave" in report["corrupt"][0][
+        "error"]

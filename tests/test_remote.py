@@ -292,7 +292,7 @@ def test_processes_filling_one_cache_leave_complete_entries(tmp_path):
 
 
 def test_join_url_and_walk_order():
-    from kerasgen.sources._listing import join_url
+    from kerasgen.sources._paths import join_url
     assert join_url("s3://b/dir", "img/a.jpg") == "s3://b/dir/img/a.jpg"
     assert join_url("s3://b/dir/", "../x.jpg") == "s3://b/x.jpg"
     assert join_url("s3://b/dir", "/top.jpg") == "s3://b/top.jpg"

@@ -57,6 +57,10 @@ def _secret_url(server, path):
     ("s3://bucket/key.png", "s3://bucket/key.png"),
     ("https://host?token=abcdef", "https://host?token=***"),
     ("https://host/a.png?flag", "https://host/a.png?flag"),
+    ("https://host/a.png?w=1&id=42", "https://host/a.png?w=1&id=42"),  # two objects stay two
+    ("https://host/a.png?t=aB3xY9kLm2Qw7Zr5&w=2", "https://host/a.png?t=***&w=2"),  # token-like
+    ("https://acct.blob.core.windows.net/c/a.png?sv=2022-11-02&se=2026&sp=r&sig=abcDEF123",
+     "https://acct.blob.core.windows.net/c/a.png?sv=***&se=***&sp=***&sig=***"),  # a SAS
 ])
 def test_redact_url_masks_user_information_and_query_values(url, expected):
     assert _redact.redact_url(url) == expected
@@ -69,6 +73,15 @@ def test_known_secrets_are_masked_outside_urls_too():
             "region_name": "eu-west-1"}, "config_kwargs": {"session_token": "sess-1234567"}}))
     text = "botocore said AKIA-abcdefgh / s3cr3t-value-x / sess-1234567 in eu-west-1"
     assert _redact.redact(text) == "botocore said *** / *** / *** in eu-west-1"
+
+
+def test_known_secrets_are_masked_as_whole_tokens_only_and_modes_are_not_secrets():
+    """gcsfs's token="anon" names a way in, not a secret; a remembered secret is masked
+    where it stands alone, never inside a longer word of a path."""
+    _redact.remember(_redact.option_secrets({"token": "anon", "key": "datas3t",
+                                             "secret": "w0rds-and-more"}))
+    text = "/anon/datas3ts/anonymous/cat.png; key datas3t, secret=w0rds-and-more."
+    assert _redact.redact(text) == "/anon/datas3ts/anonymous/cat.png; key ***, secret=***."
 
 
 # ------------------------------------------------------------------------- errors

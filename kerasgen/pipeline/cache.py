@@ -25,6 +25,7 @@ import numpy as np
 from kerasgen import _atomic, _checks
 from kerasgen.pipeline import shm as _shm
 from kerasgen import _redact
+from kerasgen.sources._remote_cache import object_url
 
 
 def _optional_module(name: str) -> ModuleType | None:
@@ -65,7 +66,8 @@ FILE_FORMAT = 2  # 2: checksums after the flags (1: key, flags, samples)
 
 def cache_key(file_paths: Iterable[str], shape: Sequence[int], color_mode: str,
               interpolation: str, version: Callable[[str], Any] | None = None) -> str:
-    """Identifies the cached content: file list, file sizes and times (or what
+    """Identifies the cached content: file list (a URL without its credentials or
+    signature, so a re-signed URL keeps its cache), file sizes and times (or what
     `version(path)` says of a path, a remote object's ETag say), output shape, and the
     file's format (its layout and checksum)."""
     digest = hashlib.sha256()
@@ -76,7 +78,8 @@ def cache_key(file_paths: Iterable[str], shape: Sequence[int], color_mode: str,
         if mark is None:
             stat = os.stat(path)
             mark = f"{stat.st_size}\0{stat.st_mtime_ns}"
-        digest.update(f"{path}\0{mark}\n".encode())
+        name = object_url(path) if "://" in path else path  # a re-signed URL: the same
+        digest.update(f"{name}\0{mark}\n".encode())
     return digest.hexdigest()
 
 

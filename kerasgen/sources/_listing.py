@@ -16,8 +16,6 @@ from kerasgen import _seeding as seeding
 from kerasgen._images import IMAGE_EXTENSIONS, file_kind, is_image_file
 from kerasgen import _redact
 
-join_url = _paths.join_url  # where the URL joins lived (tests and callers import them here)
-_url_inside = _paths.url_inside
 
 
 class _Walk:
@@ -694,7 +692,7 @@ def resolve_paths(values, table, directory, allow_outside, describe):
                 root.check(value, path, describe(i), "fix that row")
         elif _remote.is_url(value) or _remote.is_url(table.dirs[i]):
             try:
-                path = value if _remote.is_url(value) else join_url(table.dirs[i], value)
+                path = value if _remote.is_url(value) else _paths.join_url(table.dirs[i], value)
             except ValueError as error:
                 raise ValueError(f"{error} At {describe(i)}.") from None
         else:

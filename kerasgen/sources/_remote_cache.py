@@ -25,7 +25,6 @@ import contextlib
 import hashlib
 import json
 import os
-import re
 import shutil
 import tempfile
 import threading
@@ -40,16 +39,6 @@ _CHUNK = 1 << 20
 _TOUCH_EVERY = 30.0  # seconds between two marks of use of one entry by one process
 # query parameters that carry a credential or a signature, not the object's identity:
 # tokens, keys, passwords; a signed URL's (S3's X-Amz-*, GCS's X-Goog-*, CloudFront's)
-_CREDENTIAL = re.compile(
-    r"(?i)^(x-amz-|x-goog-)|secret|passw|pwd|token|credential|signature|session|"
-    r"api.?key|access.?key|account.?key|private.?key|auth|^key$|^sig$|^sas|^expires$|"
-    r"^awsaccesskeyid$|^googleaccessid$|^policy$|^key-pair-id$")
-# an Azure SAS token's fields (with its `sig`): all of them change when it is signed again
-_AZURE_SAS = {"sv", "ss", "srt", "sp", "se", "st", "spr", "sr", "si", "sdd", "skoid",
-              "sktid", "skt", "ske", "sks", "skv", "ses", "rscc", "rscd", "rsce", "rscl",
-              "rsct", "sig"}
-
-
 def object_url(url: str) -> str:
     """What identifies the object of `url` (a cache entry's name is made of it): `url`
     without user information and without the query parameters that carry a credential
@@ -72,8 +61,7 @@ def object_url(url: str) -> str:
         pairs = [p for p in query.split("&") if p]
         names = {p.partition("=")[0].lower() for p in pairs}
         sas = "sig" in names
-        pairs = [p for p in pairs if not _CREDENTIAL.search(p.partition("=")[0]) and not (
-            sas and p.partition("=")[0].lower() in _AZURE_SAS)]
+        pairs = [p for p in pairs if not _redact.credential_field(p.partition("=")[0], sas)]
         query = "&".join(pairs)
         question = "?" if query else ""
     return f"{head}://{authority}{slash}{path}{question}{query}{hash_}{fragment}{bar}{kind}"
