@@ -44,6 +44,7 @@ EXTRAS["test"] = sorted(set(
     # a real S3 endpoint (moto's server mode) started by the tests themselves
     + ["moto[server]>=5", "webdataset>=0.2"]  # and webdataset, to compare shards with
     + ["imbalanced-learn>=0.12", "pytest>=7", "pytest-timeout>=2",
+       "pytest-xdist>=3.5",  # make test runs the suite in two processes or more
        "pillow>=9", "ruff>=0.5", "mypy>=1.8"]
     # Keras's own test file (shipped in its wheel) runs on absl; keras.io's examples run
     # as notebook code (IPython), and notebooks are tested in a real kernel
