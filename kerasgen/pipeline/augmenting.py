@@ -162,14 +162,11 @@ class Augmentation:
             flat = batching.misfit(part, dtype, rescale)
             if flat is None:
                 continue
-            value = np.asarray(part).flat[flat]
-            scaled = "" if rescale is None or np.dtype(dtype).kind != "f" else (
-                f" times rescale={rescale}")
+            value, scaled, now = batching.misfit_facts(part, flat, dtype, rescale)
             raise _UnnamedValueError(
                 f"`augment` must return values that batches of dtype={dtype!r} can hold"
-                f"{scaled} ({batching.holds(dtype)}). Received: {value.item()!r} "
-                f"({part.dtype}) in its output for {_SAMPLE}, which the batch would hold "
-                f"as {batching.became(value, dtype, rescale)!r}. Return {dtype} values "
+                f"{scaled} ({batching.holds(dtype)}). Received: {value} in its output for "
+                f"{_SAMPLE}, which the batch would hold as {now}. Return {dtype} values "
                 "(round and clip them first), or pass a dtype that holds them "
                 "(dtype='float32').", position)
 

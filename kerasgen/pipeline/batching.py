@@ -428,16 +428,25 @@ def refuse_misfit(batch, dtype, rescale, where):
     if flat is None:
         return
     values = np.asarray(batch)
-    value = values.flat[flat]
     row = flat // max(1, int(np.prod(values.shape[1:], dtype=np.int64)))
-    scaled = "" if rescale is None or np.dtype(dtype).kind != "f" else (
-        f" times rescale={rescale}")
+    value, scaled, now = misfit_facts(values, flat, dtype, rescale)
     raise ValueError(
         f"Batches of dtype={np.dtype(dtype).name!r} must hold every value as it is"
-        f"{scaled} ({holds(dtype)}). Received: {value.item()!r} ({values.dtype}) in "
-        f"{where(int(row))}, which the batch would hold as "
-        f"{became(value, dtype, rescale)!r}. Pass a dtype that holds it (dtype='float32', "
-        "or dtype=None for the samples' own), or return values within its range.")
+        f"{scaled} ({holds(dtype)}). Received: {value} in {where(int(row))}, which the "
+        f"batch would hold as {now}. Pass a dtype that holds it (dtype='float32', or "
+        "dtype=None for the samples' own), or return values within its range.")
+
+
+def misfit_facts(values, flat, dtype, rescale=None):
+    """What an error says of value `flat` of `values` that `misfit` found: the value
+    with its type ("300.5 (float64)"), the rescale it is converted with (" times
+    rescale=..." for a float dtype, else ""), and what the batch would hold."""
+    values = np.asarray(values)
+    value = values.flat[flat]
+    scaled = "" if rescale is None or np.dtype(dtype).kind != "f" else (
+        f" times rescale={rescale}")
+    return (f"{value.item()!r} ({values.dtype})", scaled,
+            repr(became(value, dtype, rescale)))
 
 
 def became(value, dtype, rescale=None):
