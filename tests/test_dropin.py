@@ -564,7 +564,9 @@ PUBLIC_MODULES = {
 }
 
 
-INTERNAL_PACKAGES = {"pipeline": "how batches are made, below the public API"}
+INTERNAL_PACKAGES = {"pipeline": "how batches are made, below the public API",
+                     "formats": "the readers of shard and record formats",
+                     "loading": "the loader stage and its image options"}
 
 
 def _modules():
@@ -605,8 +607,9 @@ LAYERS = [
     ("order and sampler", {"samplers", "samplers._resample_arrays", "samplers._plan",
                            "samplers._strategy", "samplers._shuffle", "samplers._resampler",
                            "samplers._random", "samplers._smote", "samplers._neighbors",
-                           "samplers._adapters", "pipeline.order"}),
-    ("loader", {"loader", "_nvdecode", "pipeline.cache", "sources._image",
+                           "samplers._adapters", "pipeline.order",
+                           "pipeline.stream_order"}),
+    ("loader", {"loader", "loading", "loading.options", "_nvdecode", "pipeline.cache", "sources._image",
                 "sources._detection", "sources._paired"}),
     ("augment", {"augment", "_image_data_generator", "pipeline.augmenting"}),
     ("batch", {"pipeline.making"}),
@@ -614,7 +617,8 @@ LAYERS = [
                  "_keras_compat"}),
     ("adapter", {"base", "_hooks", "_validation", "_tfdata", "_grain", "_iterator_names"}),
     ("generators", {"generators", "sql", "tfrecord", "arrayrecord", "webdataset", "stream",
-                    "image_dataset", "detection"}),
+                    "image_dataset", "detection",
+                    "formats", "formats.stream_records"}),  # issue 49: formats move down
     ("around", {"callbacks", "inspection", "cli", "viz", "gpu", "rebalance", "_preload",
                 "__init__",
                 "__main__"}),
