@@ -1,2 +1,2 @@
 """Formats: one reader per shard or record format (tar/WebDataset, TFRecord, ArrayRecord),
-each byte rule written once. Internal: the public generators are built on them."""
+each byte rule written once. This package is internal: the public generators are built on them."""
