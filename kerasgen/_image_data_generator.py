@@ -10,11 +10,25 @@ each (docs/migrating.md has the table).
 from __future__ import annotations
 
 import math
+from types import ModuleType
 from typing import Any
 
 import numpy as np
 
 from kerasgen import _checks
+
+PIP_ALBUMENTATIONS = 'pip install "albumentations>=2.0,<2.1"'
+
+
+def import_albumentations() -> ModuleType:
+    """albumentations, or an ImportError that says how to install it."""
+    try:
+        import albumentations
+    except ImportError as error:
+        raise ImportError(f"This needs albumentations (MIT-licensed 2.0.x line): "
+                          f"{PIP_ALBUMENTATIONS}") from error
+    return albumentations
+
 
 _FILL = {"nearest": "BORDER_REPLICATE", "constant": "BORDER_CONSTANT",
          "reflect": "BORDER_REFLECT", "wrap": "BORDER_WRAP"}
@@ -81,7 +95,6 @@ def from_image_data_generator(**kwargs: Any) -> dict[str, Any]:
            if kwargs.get(k) is not None}
     steps = _steps(kwargs)
     if steps:
-        from kerasgen.augment import import_albumentations
         out["augment"] = import_albumentations().Compose(steps)
     return out
 
@@ -135,7 +148,6 @@ def _steps(kwargs: dict[str, Any]) -> list[Any]:
     """The albumentations transforms, in ImageDataGenerator's order."""
     import cv2
 
-    from kerasgen.augment import import_albumentations
 
     A = import_albumentations()
     fill_mode = kwargs.get("fill_mode", "nearest")

@@ -14,14 +14,17 @@ import copy
 import inspect
 import random
 import threading
-from types import ModuleType
 from typing import TYPE_CHECKING, Any, TypeGuard
 
 import numpy as np
 
 from kerasgen import _checks
+# `import_albumentations` lives below this module, so that `_image_data_generator` (whose
+# translation needs it) imports nothing back from here: no import circle
 from kerasgen._image_data_generator import (  # noqa: F401 - kg.augment.from_image_data_generator
-    from_image_data_generator as from_image_data_generator)
+    PIP_ALBUMENTATIONS as PIP_ALBUMENTATIONS,
+    from_image_data_generator as from_image_data_generator,
+    import_albumentations as import_albumentations)
 from kerasgen._typing import Augment, BatchAugmentSteps, ImageSize
 
 if TYPE_CHECKING:
@@ -37,9 +40,6 @@ __all__ = ["center_crop", "from_image_data_generator", "typical"]
 # one batch at a time, process-wide; their ops are multi-threaded inside TensorFlow.
 _KERAS_LAYERS = threading.Lock()
 
-PIP_ALBUMENTATIONS = 'pip install "albumentations>=2.0,<2.1"'
-
-
 def _is_albumentations(obj):
     return type(obj).__module__.split(".")[0] == "albumentations"
 
@@ -49,16 +49,6 @@ def _is_keras_layer(obj: object) -> TypeGuard[Any]:
     by its classes' names so that Keras is not imported to tell."""
     return any(c.__module__.split(".")[0] == "keras" and c.__name__ == "Layer"
                for c in type(obj).__mro__)
-
-
-def import_albumentations() -> ModuleType:
-    """albumentations, or an ImportError that says how to install it."""
-    try:
-        import albumentations
-    except ImportError as error:
-        raise ImportError(f"This needs albumentations (MIT-licensed 2.0.x line): "
-                          f"{PIP_ALBUMENTATIONS}") from error
-    return albumentations
 
 
 def typical(image_size: ImageSize,
