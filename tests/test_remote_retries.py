@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import kerasgen as kg
-from kerasgen.sources import _remote
+from kerasgen.sources import _remote, _retry
 from tests import servers
 from tests.test_remote import assert_same, batches
 
@@ -137,17 +137,17 @@ def test_the_clients_own_retries_are_off_and_kerasgens_are_documented():
     assert mine._options("s3")["config_kwargs"]["retries"] == {"max_attempts": 2}
     timeout = store._options("https")["client_kwargs"]["timeout"]
     assert (timeout.sock_connect, timeout.sock_read) == (5, 15)  # aiohttp's: 300 s
-    assert store._limit("gs://b/x") == 1 and store._limit("s3://b/x") == 4  # gcsfs retries
-    waits = [_remote._backoff("s3://b/x", n) for n in (1, 2, 3)]
+    assert store.retry.limit("gs://b/x") == 1 and store.retry.limit("s3://b/x") == 4  # gcsfs retries
+    waits = [_retry.backoff("s3://b/x", n) for n in (1, 2, 3)]
     assert all(base / 2 <= w <= base for w, base in zip(waits, (0.1, 0.2, 0.4))), waits
-    spread = {round(_remote._backoff(f"s3://b/{i}", 1), 4) for i in range(20)}
+    spread = {round(_retry.backoff(f"s3://b/{i}", 1), 4) for i in range(20)}
     assert len(spread) > 10  # jitter: objects failing together retry apart
 
 
 def test_a_held_down_store_lets_one_probe_through_at_a_time(monkeypatch):
-    monkeypatch.setattr(_remote, "PROBE_WAITS", (0.05, 0.1, 0.2))
-    breaker = _remote._Breaker("s3://b")
-    for _ in range(_remote.BREAKER):
+    monkeypatch.setattr(_retry, "PROBE_WAITS", (0.05, 0.1, 0.2))
+    breaker = _retry.Breaker("s3://b")
+    for _ in range(_retry.BREAKER):
         assert breaker.admit(time.monotonic() + 1) is True
         breaker.done(probe=False, failure="503")
     assert breaker.down()

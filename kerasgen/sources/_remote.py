@@ -35,10 +35,8 @@ import io
 import os
 import re
 import threading
-import time
 import urllib.parse
 import uuid
-import zlib
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import IO, Any, NoReturn
@@ -46,21 +44,16 @@ from typing import IO, Any, NoReturn
 import numpy as np
 
 from kerasgen import _atomic, _redact
-from kerasgen.sources import _remote_cache
+from kerasgen.sources import _remote_cache, _retry
 from kerasgen.sources._remote_cache import RemoteCache
 
 PIP = 'pip install "kerasgen3[remote]"'
 _URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.\-]*://")
 IO_THREADS = 32  # transfers in flight at once per process (waiting, not computing)
 _PENDING_MAX = 4096  # objects fetched ahead and not yet read, at most
-RETRIES = 3  # further attempts of one object after a failed transfer
-BACKOFF = 0.1  # seconds before the first retry, doubled for each next one (jittered)
-DEADLINE = 5.0  # seconds after an object's first attempt: no attempt starts later
-BREAKER = 8  # failed requests in a row (any objects) that hold a store down
-PROBE_WAITS = (0.5, 1.0, 2.0)  # seconds between probes of a store held down
-CONNECT_TIMEOUT, READ_TIMEOUT = 5.0, 15.0  # HTTP(S), as s3fs's own for S3
 STREAM_BLOCK = 8 << 20  # bytes of one range of a streamed object (`open_stream`)
-_OWN_RETRIES = ("gs", "gcs")  # clients retrying themselves, unchangeably: one attempt here
+CONNECT_TIMEOUT, READ_TIMEOUT = 5.0, 15.0  # HTTP(S), as s3fs's own for S3
+
 
 
 def is_url(path: Any) -> bool:
@@ -129,13 +122,11 @@ class Store:
     """
 
     def __init__(self, storage_options: Mapping[str, Any] | None = None,
-                 cache: RemoteCache | None = None, retries: int = RETRIES,
-                 io_threads: int = IO_THREADS, deadline: float = DEADLINE) -> None:
+                 cache: RemoteCache | None = None, retries: int = _retry.RETRIES,
+                 io_threads: int = IO_THREADS, deadline: float = _retry.DEADLINE) -> None:
         self.storage_options = check_options(storage_options)
         self.cache = cache
-        self.retries = retries
         self.io_threads = io_threads
-        self.deadline = deadline
         self.sizes: dict[str, int] = {}  # url -> size, as a listing gave it
         self.versions: dict[str, str] = {}  # url -> "ETag or time:size" (":size": none)
         self._checked: dict[str, int] = {}  # url -> the round its version was asked in
@@ -144,6 +135,7 @@ class Store:
         self._round = 0  # epochs begun (forget); a version of an earlier one is asked again
         self._token = uuid.uuid4().hex  # this store and its copies in worker processes
         self._signal: str | None = None  # the file whose change tells a copy of a round
+        self.retry = _retry.Retry(self.storage_options, retries, deadline)  # budget, breakers
         self._setup()
 
     def _setup(self) -> None:
@@ -154,7 +146,6 @@ class Store:
         self._reading: dict[str, Future[np.ndarray]] = {}  # fetches `read` is making now
         self._recent: dict[str, None] = {}  # URLs read lately (oldest first)
         self._pool: tuple[int, ThreadPoolExecutor] | None = None
-        self._breakers: dict[str, _Breaker] = {}
         self._listings: dict[tuple[str, int], Future[None]] = {}  # folder, round
         self._warned: set[str] = set()  # stores said to give no version
         self._seen_signal: tuple[int, int] | None = None  # the signal file, as last seen
@@ -166,7 +157,7 @@ class Store:
                                         f"round-{self._token}")
         state = self.__dict__.copy()
         for name in ("_fs", "_lock", "_pending", "_reading", "_recent", "_pool",
-                     "_breakers", "_listings", "_warned", "_seen_signal", "_asked_all"):
+                     "_listings", "_warned", "_seen_signal", "_asked_all"):
             state.pop(name)
         state["_copy"] = True
         return state
@@ -246,92 +237,6 @@ class Store:
             if not _is_web(url):
                 self._folders.add(url.rsplit("/", 1)[0])
 
-    # ------------------------------------------------------------- retries
-    def _store_name(self, url: str) -> str:
-        """The store `url` is an object of, in words: its bucket or host (and endpoint)."""
-        scheme, _, rest = url.partition("://")
-        host = rest.split("/", 1)[0].rsplit("@", 1)[-1].split("?", 1)[0]
-        name = f"{scheme}://{host}"
-        if scheme in ("s3", "s3a"):
-            client = self.storage_options.get("client_kwargs") or {}
-            endpoint = (client.get("endpoint_url") if isinstance(client, Mapping) else None
-                        ) or self.storage_options.get("endpoint_url")
-            if endpoint:
-                name += f" at {endpoint}"
-        return _redact.redact(name)
-
-    def _breaker(self, url: str) -> _Breaker:
-        name = self._store_name(url)
-        breaker = self._breakers.get(name)
-        if breaker is None:
-            with self._lock:
-                breaker = self._breakers.setdefault(name, _Breaker(name))
-        return breaker
-
-    def _limit(self, url: str) -> int:
-        """Attempts an object of `url` gets here: one where the client retries itself
-        and cannot be told not to (gcsfs)."""
-        return 1 if protocol(url) in _OWN_RETRIES else self.retries + 1
-
-    def _retrying(self, what: str, url: str, call: Callable[[], Any],
-                  attempts: _Attempts | None = None) -> Any:
-        """call(), tried again on a transfer error within the object's budget (`attempts`:
-        what earlier tries of it spent); FileNotFoundError and PermissionError at once,
-        naming `url`."""
-        attempts = _Attempts() if attempts is None else attempts
-        if attempts.started is None:
-            attempts.started = time.monotonic()
-        deadline = attempts.started + self.deadline
-        breaker = self._breaker(url)
-        limit = self._limit(url)
-        while True:
-            if attempts.used >= limit:
-                self._give_up(what, url, attempts, breaker)
-            if attempts.used:
-                wait = _backoff(url, attempts.used)
-                if time.monotonic() + wait > deadline:
-                    self._give_up(what, url, attempts, breaker)
-                time.sleep(wait)
-            admitted = breaker.admit(deadline)
-            if admitted is None:  # held down until the deadline
-                self._give_up(what, url, attempts, breaker)
-            attempts.used += 1
-            failure: str | None = None
-            try:
-                return call()
-            except FileNotFoundError as error:
-                if not _transfer_error(error):
-                    raise FileNotFoundError(f"{what[0].upper() + what[1:]} not found: "
-                                            f"{_redact.redact(url)}") from None
-                cause = error.__cause__
-                failure = f"{type(cause).__name__}: {cause}"
-            except PermissionError as error:
-                raise PermissionError(_redact.redact(
-                    f"Cannot read {what} {url}: {error}. Pass the credentials as "
-                    "storage_options=.")) from _redact.redact_error(error)
-            except _Short as error:
-                failure = str(error)
-            except Exception as error:  # noqa: BLE001 - every transport's own errors
-                failure = f"{type(error).__name__}: {error}"
-            finally:
-                breaker.done(probe=admitted is False, failure=failure)
-            attempts.last = _redact.redact(failure)
-
-    def _give_up(self, what: str, url: str, attempts: _Attempts,
-                 breaker: _Breaker) -> NoReturn:
-        took = time.monotonic() - (attempts.started or time.monotonic())
-        down = (f"{breaker.name} failed its last {breaker.failures} requests, for any "
-                "object, and was held down (one probe at a time)")
-        if attempts.used:
-            plural = "s" if attempts.used != 1 else ""
-            why = (f"{attempts.last} (after {attempts.used} attempt{plural} in {took:.1f} "
-                   f"s{'; ' + down if breaker.down() else ''})")
-        else:
-            why = f"{down}, the latest: {breaker.last} (not sent in {took:.1f} s)"
-        raise ConnectionError(_redact.redact(
-            f"Cannot read {what} {url}: {why}. Check the connection and the server, then "
-            "run again."))
-
     # ------------------------------------------------------------- listings
     def find(self, url: str, what: str = "folder") -> list[tuple[str, str]]:
         """(path relative to `url`, URL) of every object under the folder `url` (a
@@ -344,7 +249,7 @@ class Store:
         if web:  # fsspec's links are quoted: the root must be too
             path = url = quote_url(url)
         fs.invalidate_cache(path)  # fsspec keeps listings: this one must be of now
-        found = (self._walk(fs, path, what) if web else self._retrying(
+        found = (self._walk(fs, path, what) if web else self.retry.call(
             what, url, lambda: fs.find(path, withdirs=False, detail=True)))
         root = path.rstrip("/")
         urls = []
@@ -367,7 +272,7 @@ class Store:
         while folders:
             folder = folders.pop()
             try:
-                entries = self._retrying(what, folder, lambda: fs.ls(folder, detail=True))
+                entries = self.retry.call(what, folder, lambda: fs.ls(folder, detail=True))
             except FileNotFoundError:
                 if folder == root:
                     return {}
@@ -423,7 +328,7 @@ class Store:
         fs, path = self.filesystem(url)
         fs.invalidate_cache(path)
         try:
-            info = self._retrying(what, url, lambda: fs.info(path))
+            info = self.retry.call(what, url, lambda: fs.info(path))
         except FileNotFoundError:
             return False
         if info.get("type") == "directory":
@@ -487,7 +392,7 @@ class Store:
         version = self.versions[canon]
         if self._checked.get(canon) == round_:
             return version
-        name = self._store_name(canon)
+        name = self.retry.store_name(canon)
         if name not in self._warned:
             self._warned.add(name)
             _redact.warn(
@@ -514,7 +419,7 @@ class Store:
             fs, path = self.filesystem(folder)
             fs.invalidate_cache(path)
             try:
-                entries = self._retrying("folder", folder,
+                entries = self.retry.call("folder", folder,
                                          lambda: fs.ls(path, detail=True))
             except (FileNotFoundError, NotADirectoryError):
                 entries = []  # its objects are asked for one by one: missing
@@ -537,14 +442,14 @@ class Store:
 
     def isdir(self, url: str) -> bool:
         fs, path = self.filesystem(url)
-        return bool(self._retrying("folder", url, lambda: fs.isdir(path)))
+        return bool(self.retry.call("folder", url, lambda: fs.isdir(path)))
 
     def ls_folders(self, url: str) -> list[str]:
         """The names of the subfolders of `url`, sorted (hidden ones left out)."""
         _remember(url)
         fs, path = self.filesystem(url)
         fs.invalidate_cache(path)
-        entries = self._retrying("folder", url, lambda: fs.ls(path, detail=True))
+        entries = self.retry.call("folder", url, lambda: fs.ls(path, detail=True))
         names = {urllib.parse.unquote(info["name"].rstrip("/").rsplit("/", 1)[-1])
                  for info in entries if info.get("type") == "directory"}
         return sorted(n for n in names if n and not n.startswith("."))
@@ -554,7 +459,7 @@ class Store:
         _remember(pattern)
         fs, path = self.filesystem(pattern)
         fs.invalidate_cache()
-        found = self._retrying("glob pattern", pattern,
+        found = self.retry.call("glob pattern", pattern,
                                lambda: fs.glob(path, detail=True))
         urls = []
         for name, info in sorted(found.items()):
@@ -618,11 +523,11 @@ class Store:
                 fs.invalidate_cache(path)
                 now = fs.info(path).get("size")  # replaced since it was listed?
                 if now != len(data):
-                    raise _Short(f"got {len(data)} of its {expected} bytes")
+                    raise _retry.Short(f"got {len(data)} of its {expected} bytes")
                 self.sizes[canon] = now
             return data
 
-        data = self._retrying(what, url, get)
+        data = self.retry.call(what, url, get)
         if key is not None and self.cache is not None:
             self.cache.put_bytes(key, data, url)
         return np.frombuffer(data, np.uint8)
@@ -725,8 +630,8 @@ class Store:
                         f.write(block)
                         got += len(block)
                 if expected is not None and got != expected:
-                    raise _Short(f"got {got} of its {expected} bytes")
-            self._retrying(what, url, download)
+                    raise _retry.Short(f"got {got} of its {expected} bytes")
+            self.retry.call(what, url, download)
 
         return cache.path(key, fill, url)
 
@@ -763,87 +668,15 @@ class _Ranges(io.RawIOBase):
         def get() -> bytes:
             data = self.fs.cat_file(self.path, start=start, end=start + want)
             if self.size is not None and len(data) != want:
-                raise _Short(f"got {len(data)} of the {want} bytes at {start}")
+                raise _retry.Short(f"got {len(data)} of the {want} bytes at {start}")
             return data
 
-        data = self.store._retrying(self.what, self.url, get)  # noqa: SLF001 - its reader
+        data = self.store.retry.call(self.what, self.url, get)
         buffer[:len(data)] = data
         self.pos += len(data)
         if self.size is None and len(data) < want:
             self.size = self.pos  # the end, where the store gave no size
         return len(data)
-
-
-class _Attempts:
-    """What the transfers of one object spent of its budget: attempts, since when, and
-    the last failure (in words)."""
-
-    __slots__ = ("used", "started", "last")
-
-    def __init__(self) -> None:
-        self.used = 0
-        self.started: float | None = None
-        self.last: str | None = None
-
-
-class _Breaker:
-    """What this process's requests found of one store (a bucket, a host). After
-    BREAKER failed requests in a row, for any objects, it is held down: one probe at a
-    time is sent (the first PROBE_WAITS[0] s later, then further apart), the other
-    requests wait for a probe to succeed, each until its own deadline. A request that
-    gets an answer (data, a 404) closes it."""
-
-    def __init__(self, name: str) -> None:
-        self.name = name
-        self.failures = 0  # failed requests in a row
-        self.last = ""  # the latest failure, in words
-        self._until = 0.0  # no probe before then (time.monotonic)
-        self._probes = 0  # failed probes since it was held down
-        self._probing = False
-        self._cond = threading.Condition()
-
-    def down(self) -> bool:
-        return self.failures >= BREAKER
-
-    def admit(self, deadline: float) -> bool | None:
-        """Waits until a request may be sent: True (the store is up), False (send it,
-        as the probe), None (held down until `deadline`)."""
-        with self._cond:
-            while True:
-                if self.failures < BREAKER:
-                    return True
-                now = time.monotonic()
-                if not self._probing and now >= self._until:
-                    self._probing = True
-                    return False
-                if now >= deadline:
-                    return None
-                wake = deadline if self._probing else min(deadline, self._until)
-                self._cond.wait(max(wake - now, 0.001))
-
-    def done(self, probe: bool, failure: str | None) -> None:
-        """A request ended: `failure` in words, or None (it got an answer)."""
-        with self._cond:
-            if probe:
-                self._probing = False
-            if failure is None:
-                self.failures = self._probes = 0
-            else:
-                self.failures += 1
-                self.last = _redact.redact(failure)
-                if probe or self.failures == BREAKER:
-                    self._probes += int(probe)
-                    wait = PROBE_WAITS[min(self._probes, len(PROBE_WAITS) - 1)]
-                    self._until = time.monotonic() + wait
-            self._cond.notify_all()
-
-
-def _backoff(url: str, attempt: int) -> float:
-    """The wait before retry `attempt` (1, 2, ...) of `url`: BACKOFF doubled each time,
-    drawn between half and all of it (jitter: retries of many objects spread out),
-    the draw a pure function of the object, the attempt and the process."""
-    draw = zlib.crc32(f"{os.getpid()} {attempt} {url}".encode()) / 0xFFFFFFFF
-    return BACKOFF * 2 ** (attempt - 1) * (0.5 + 0.5 * draw)
 
 
 def _quietly(call: Callable[..., Any], *args: Any) -> None:
@@ -904,22 +737,6 @@ def quote_url(url: str) -> str:
     if urllib.parse.unquote(path) != path:
         return url  # quoted already
     return f"{head}://{host}/{urllib.parse.quote(path, safe='/')}"
-
-
-def _transfer_error(error: FileNotFoundError) -> bool:
-    """Whether fsspec reported a failed transfer as FileNotFoundError (its HTTP
-    filesystem does, for any failure of `info`): a cause other than a 404 or 410."""
-    cause = error.__cause__
-    if cause is None:
-        return False
-    status = getattr(cause, "status", None)
-    if status is not None:
-        return status not in (404, 410)
-    return isinstance(cause, OSError) or type(cause).__module__.startswith("aiohttp")
-
-
-class _Short(Exception):
-    """A transfer that ended before the object's size."""
 
 
 def walk_key(rel: str) -> tuple[tuple[int, str], ...]:
