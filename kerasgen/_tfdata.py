@@ -240,3 +240,36 @@ def _dataset_class(tf):
                 return _Iterator(self, self._kerasgen_errors)
 
     return _Dataset
+
+
+def stream_dataset(gen, num_parallel_calls=None, prefetch=None):
+    """An endless tf.data.Dataset of a `StreamGenerator`'s batches, gen[0], gen[1], ...:
+    made by the generator in order (`gen[i]`: its work-ahead and workers) when
+    `num_parallel_calls` is None, else on tf.data's threads (`gen.make_batch(i)`,
+    several at once, in order). See `StreamGenerator.to_tf_dataset`."""
+    tf = _import_tensorflow()
+    signature = tf.nest.map_structure(lambda v: _spec(tf, v), gen.make_batch(0))
+    dtypes = [spec.dtype for spec in tf.nest.flatten(signature)]
+    errors = _keras_compat.BatchErrors()
+    make = gen.__getitem__ if num_parallel_calls is None else gen.make_batch
+
+    def load(index):
+        try:
+            return [np.asarray(v) for v in tf.nest.flatten(make(int(index)))]
+        except Exception as error:
+            if _runtime_logs_warnings() and hasattr(error, "add_note"):
+                error.add_note(RUNTIME_LOG_NOTE)
+            errors.keep(error)
+            raise
+
+    def fetch(index):
+        tensors = tf.numpy_function(load, [index], dtypes, stateful=False)
+        for tensor, spec in zip(tensors, tf.nest.flatten(signature)):
+            tensor.set_shape(spec.shape)
+        return tf.nest.pack_sequence_as(signature, tensors)
+
+    indices = tf.data.Dataset.counter()
+    dataset = (indices.map(fetch) if num_parallel_calls is None else indices.map(
+        fetch, num_parallel_calls=num_parallel_calls, deterministic=True))
+    dataset = dataset.prefetch(prefetch or tf.data.AUTOTUNE)
+    return _dataset_class(tf)(dataset, errors)

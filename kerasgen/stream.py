@@ -4,7 +4,7 @@ The shards (WebDataset tar files, TFRecord files, or anything a `records(shard)`
 reads) are read sequentially, never indexed, so the stream has no length: the generator
 is infinite (`num_batches` is None; `fit` takes `steps_per_epoch`, as over a repeated
 tf.data dataset), and batch b is a pure function of (seed, b, the shards' contents),
-whatever Keras's workers are:
+wherever it is made:
 
 - pass p (0, 1, 2, ...) reads the shards in the seeded permutation of pass p
   (shuffle=True) or in order, and host h of H keeps perm[h::H] of it (`ShardOrder`);
@@ -12,34 +12,43 @@ whatever Keras's workers are:
   shards [j::num_streams] one after another through a seeded shuffle buffer that is
   drained at the pass's end, so each record of a pass is emitted once in that pass and
   a pass's records depend on nothing before it (`VirtualStream`);
-- batch b is the (b // num_streams)-th batch of stream b % num_streams.
+- batch b is the (b // num_streams)-th batch of stream b % num_streams (`StreamOrder`).
 
-A stream is read by whichever worker asks for one of its batches: forward to it (the
-records of the batches on the way are read but not decoded; the last few are kept), or,
-when it is already past, again from the start of the pass the batch lies in. Decoding,
-augmentation and assembly happen in `__getitem__`, in parallel across Keras's worker
-threads or processes. `get_state` records where each stream's pass began; `set_state`
-replays that pass from its start, without decoding.
+A stream and a random-access generator differ only in their order: `StreamOrder` hands
+the shared batch maker (`pipeline.making.BatchMaker`) a `StreamSlice` carrying batch b's
+raw records, where `EpochOrder` hands it a permutation's slice; the records are parsed,
+decoded (the image loader: `ImageOptions`, `on_error`, `cache`, `decoder`...) and
+labelled by `pipeline.stream_source.RecordSource`, augmented by the shared augmentation
+stage, and the batch is made where `pipeline.feeding.Placement` says: here, ahead on
+threads (`prefetch`), on worker threads, or in kerasgen's own worker processes
+(use_multiprocessing=True: shared-memory batch slots, forkserver), never Keras's pool.
+A stream is read by whichever thread or process makes one of its batches: forward to
+it (the records of the batches on the way are read but not decoded; the last few are
+kept), or, when it is already past, again from the start of the pass the batch lies in.
+`get_state` records where each stream's pass began; `set_state` replays that pass from
+its start, without decoding.
 """
 
 
 from __future__ import annotations
 
 import os
+import sys
 import threading
 import zlib
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Literal, Union
+from typing import TYPE_CHECKING, Any, Literal, Union
 
-import numpy as np
 from keras.utils import PyDataset
 
-from kerasgen import _budget, _checks, _redact
+from kerasgen import _budget, _checks, _keras_compat, _redact
 from kerasgen import _images as images
 from kerasgen import _labels as labels_mod
 from kerasgen import _seeding as seeding
+from kerasgen import _stats as stats_mod
 from kerasgen import tfrecord as tfrecord_mod
-from kerasgen._typing import ColorMode, DType, ImageSize, Interpolation
+from kerasgen._typing import (BatchAugmentSteps, Cache, ColorMode, Decoder, DType,
+                              ImageSize, Interpolation, OnError)
 from kerasgen.formats.stream_records import (  # noqa: F401  (the names stream.py had)
     _INTEGER,
     KEYS,
@@ -52,16 +61,26 @@ from kerasgen.formats.stream_records import (  # noqa: F401  (the names stream.p
     _check_exists,
     shard_names,
 )
+from kerasgen.loading.options import ImageOptions
 from kerasgen.pipeline import batching
+from kerasgen.pipeline import feeding as _feeding
+from kerasgen.pipeline import making as _making
 from kerasgen.pipeline.augmenting import Augmentation
-from kerasgen.pipeline.stream_order import ShardOrder, VirtualStream
+from kerasgen.pipeline.stream_order import ShardOrder, StreamOrder
+from kerasgen.pipeline.stream_source import RecordSource
+from kerasgen.sources import _core as sources_mod
 from kerasgen.sources import _remote
+
+if TYPE_CHECKING:
+    import tensorflow as tf
 
 READERS = ("webdataset", "tfrecord")
 Reader = Literal["webdataset", "tfrecord"]  # READERS
 LABEL_MODES = ("int", "categorical", "binary", None)
 StreamLabelMode = Literal["int", "categorical", "binary"]  # LABEL_MODES, less None
 Shards = Union[str, "os.PathLike[str]", Sequence[Union[str, "os.PathLike[str]"]]]
+# a stream's own defaults of the image options (the rest are ImageOptions')
+OPTION_DEFAULTS = {"cache": None, "verbose": 0}
 
 
 class StreamGenerator(PyDataset):
@@ -129,19 +148,40 @@ class StreamGenerator(PyDataset):
         host_index: this host, 0 to `num_hosts - 1`.
         augment: None, an albumentations transform or `fn(image, rng) -> image`, applied
             to each record with draws from (seed, its position b * batch_size + i).
+        batch_augment: Keras layers or `fn(x, y, rng) -> (x, y)` applied to each batch
+            with draws from (seed, b), as on the other generators.
         dtype: the batches' x dtype: "float32", "float16", "uint8", or None.
+        rescale, crop_to_aspect_ratio, pad_to_aspect_ratio, decoder, decode_threads,
+            on_error: as on the image generators (encoded images of a fixed
+            `image_size` decode on the image loader's threads). on_error="skip": a
+            record whose image cannot be decoded is replaced by another record of its
+            class in its batch (of the batch, unlabeled), with a warning, and named in
+            `gen.skipped`.
+        cache: None (default), "auto" or "memory": decoded images kept by (shard,
+            record number), so later passes decode none of them again (their records
+            are still read); "auto" within 1 GiB (or a tenth of the memory), "memory"
+            without limit. Each worker process keeps its own; no file cache (a
+            stream's records have no lasting index). Needs `image_size`.
+        stats: record where the time of making batches goes (`gen.stats()`).
         storage_options: fsspec options for URLs (credentials, endpoint...).
-        workers: Keras's PyDataset argument, as are `use_multiprocessing` and
-            `max_queue_size`. A worker process reads each stream it makes batches of
-            itself (skipping the records of batches other workers make, without decoding
-            them), so processes pay off when decoding and augmentation cost more than
-            reading; Keras starts its pool anew each epoch, and a new process starts
-            reading at the start of the latest pass the training process knew (its
-            first, unless it read or was restored further).
+        prefetch: batches made ahead on background threads with workers <= 1
+            ("auto": 4, made two at a time, for "webdataset" and "tfrecord"; 0, none,
+            for a callable `records`, whose code may not expect a second thread).
+        workers, use_multiprocessing, max_queue_size: as on the other generators:
+            workers > 1 threads of the generator's own, or with use_multiprocessing=True
+            kerasgen's own worker processes (forkserver, batches in shared memory, never
+            Keras's process pool). A worker process reads each stream it makes batches
+            of itself (skipping the records of batches other workers make, without
+            decoding them), starting at the latest pass start the training process
+            knew when the processes started.
 
     `fit` warns that its default shuffle=True is ignored for an infinite PyDataset (the
     stream shuffles itself): pass `fit(..., shuffle=False)` to silence it.
     """
+
+
+    prefetch_auto = 4  # batches worked ahead with prefetch="auto" (the built-in readers)
+    ahead_threads = 2  # threads making them (one decodes while the other finishes)
 
     @_redact.errors
     def __init__(self, shards: Shards, records: Reader | ReadShard = "webdataset", *,
@@ -149,6 +189,7 @@ class StreamGenerator(PyDataset):
                  compression_type: tfrecord_mod.CompressionType | None = None,
                  image_size: ImageSize | None = (256, 256), color_mode: ColorMode = "rgb",
                  interpolation: Interpolation = "bilinear",
+                 crop_to_aspect_ratio: bool = False, pad_to_aspect_ratio: bool = False,
                  max_pixels: int | None = images.MAX_PIXELS,
                  max_record_bytes: int | None = _budget.MAX_RECORD_BYTES,
                  label_mode: StreamLabelMode | None = "int",
@@ -156,115 +197,83 @@ class StreamGenerator(PyDataset):
                  batch_size: int = 32, shuffle: bool = True, seed: int | None = None,
                  shuffle_buffer: int = 1000, num_streams: int = 4, num_hosts: int = 1,
                  host_index: int = 0, augment: Callable[..., Any] | None = None,
-                 dtype: DType | None = "float32",
-                 storage_options: Mapping[str, Any] | None = None, workers: int = 1,
+                 batch_augment: BatchAugmentSteps | None = None,
+                 dtype: DType | None = "float32", rescale: float | None = None,
+                 cache: Cache = None, on_error: OnError = "raise",
+                 decode_threads: int | None = None, decoder: Decoder = "opencv",
+                 stats: bool = False, storage_options: Mapping[str, Any] | None = None,
+                 prefetch: int | str = "auto", workers: int = 1,
                  use_multiprocessing: bool = False, max_queue_size: int = 10,
                  **unknown: Any) -> None:
-        if unknown:
-            _checks.unknown_arguments(self, unknown)
-        workers = _checks.non_negative_int("workers", workers)
-        super().__init__(workers=workers, use_multiprocessing=bool(use_multiprocessing)
-                         and workers > 0, max_queue_size=_checks.non_negative_int(
-                             "max_queue_size", max_queue_size))
         self._config = {k: v for k, v in locals().items()
                         if k not in ("self", "unknown", "__class__")}
+        self._config.update(unknown)
+        option_names = ImageOptions.names()
+        given = {k: v for k, v in self._config.items() if k in option_names}
+        given.update({k: unknown.pop(k) for k in list(unknown) if k in option_names})
+        if unknown:
+            _checks.unknown_arguments(self, unknown)
+        self.options = ImageOptions.take(given, OPTION_DEFAULTS)
+        placement = _feeding.Placement(  # a callable's code may expect one thread
+            workers, use_multiprocessing, max_queue_size, prefetch,
+            0 if callable(records) else self.prefetch_auto, self.ahead_threads)
+        super().__init__(workers=placement.workers,  # as Keras reads them (see base.py)
+                         use_multiprocessing=placement.processes,
+                         max_queue_size=placement.max_queue_size)
         if shuffle and num_hosts != 1 and seed is None:
             raise ValueError("`seed` must be an integer with num_hosts > 1 and shuffle=True: "
                              "every host must draw the same permutation of the shards. "
                              "Received: seed=None.")
-        self.seed = seeding.resolve_seed(seed)
+        seed = seeding.resolve_seed(seed)
         self.batch_size = _checks.positive_int("batch_size", batch_size)
         self.shuffle = bool(shuffle)
         self.shuffle_buffer = _checks.non_negative_int("shuffle_buffer", shuffle_buffer)
         self.dtype = _checks.one_of("dtype", dtype, batching.DTYPES)
-        self.image_size = None if image_size is None else _checks.image_size(image_size)
-        self.color_mode = images.check_color_mode(color_mode)
-        self.interpolation = images.check_interpolation(interpolation)
-        self.max_pixels = images.check_max_pixels(max_pixels)
+        self.image_size, self.color_mode = self.options.image_size, self.options.color_mode
+        self.interpolation, self.max_pixels = (self.options.interpolation,
+                                               self.options.max_pixels)
         self.max_record_bytes = _budget.check_max_record_bytes(max_record_bytes)
-        self._set_labels(label_mode, class_names, num_classes)
+        self.label_mode = _checks.one_of("label_mode", label_mode, LABEL_MODES)
+        self.class_names, self.num_classes = _classes(label_mode, class_names, num_classes)
         store = _remote.Store(storage_options)  # shards' listings and reads, one budget
-        self.records = self._reader(records, shards, image_key, label_key,
-                                    compression_type, store)
+        self.records = _reader(records, shards, image_key, label_key, compression_type,
+                               store, self.label_mode is not None, self.max_record_bytes)
         self.shards = self.records.names
-        self._order = ShardOrder(len(self.shards), self.seed, self.shuffle, num_hosts,
+        shard_order = ShardOrder(len(self.shards), seed, self.shuffle, num_hosts,
                                  host_index, num_streams)
-        self.num_streams = self._order.num_streams
-        self.num_hosts, self.host_index = self._order.num_hosts, self._order.host_index
-        self._augment = None if augment is None else Augmentation(augment, self.label_mode)
-        self._streams = self._new_streams()
-        self._offset = 0  # the batch gen[0] is (set_state moves it)
+        self.num_streams = shard_order.num_streams
+        self.num_hosts, self.host_index = shard_order.num_hosts, shard_order.host_index
+        self._order = StreamOrder(shard_order, self.records, self.batch_size,
+                                  self.shuffle_buffer if self.shuffle else 0, self.shards)
+        self.source = placement.share(RecordSource(
+            self.records, self.options, self.label_mode, self.class_names,
+            self.num_classes, self.dtype))
+        sources_mod.check_batches(self.source, self.dtype, None, None)
+        self._stats = stats_mod.BatchTimings() if stats else None
+        self.augment, self.batch_augment = augment, batch_augment
+        self._maker = _making.BatchMaker(
+            self.source, labels_mod.Targets(None), name=type(self).__name__,
+            dtype=self.dtype, rescale=self.options.rescale,
+            augment=None if augment is None else Augmentation(
+                augment, self.label_mode, one_shape=self.batch_size > 1),
+            batch_augment=batch_augment, label_mode=self.label_mode, timings=self._stats)
+        placement.check(self._maker)
+        self._placement = placement
+        self.prefetch = placement.prefetch
+        self.fit_wait_s = None  # set by kg.callbacks.PipelineStats each epoch
         self._setup()
+        self._feeding.warm_up()
 
     def _setup(self) -> None:
         self._pid, self._lock, self._asked = os.getpid(), threading.Lock(), 0
-        self._dtypes = batching.OneDtype()  # dtype=None: one dtype for every batch
-
-    def _set_labels(self, label_mode: str | None, class_names: Sequence[str] | None,
-                    num_classes: int | None) -> None:
-        self.label_mode = _checks.one_of("label_mode", label_mode, LABEL_MODES)
-        self.class_names = None if class_names is None else [str(c) for c in class_names]
-        if self.class_names is not None and len(set(self.class_names)) != len(
-                self.class_names):
-            _checks.fail("class_names", "distinct names", class_names)
-        if num_classes is not None:
-            num_classes = _checks.positive_int("num_classes", num_classes)
-        if self.class_names is not None:
-            if num_classes is not None and num_classes != len(self.class_names):
-                _checks.fail("num_classes", f"len(class_names) = {len(self.class_names)}, "
-                             "or None", num_classes)
-            num_classes = len(self.class_names)
-        if label_mode == "binary":
-            if num_classes not in (None, 2):
-                _checks.fail("num_classes", "2 (or None) with label_mode='binary'",
-                             num_classes)
-            num_classes = 2
-        if label_mode == "categorical" and num_classes is None:
-            raise ValueError("label_mode='categorical' needs `num_classes` or `class_names`"
-                             ": a stream cannot infer its classes. Received: "
-                             "num_classes=None, class_names=None.")
-        self.num_classes = num_classes
-        self._ids = {name: i for i, name in enumerate(self.class_names or ())}
-
-    def _reader(self, records: Any, shards: Any, image_key: str | None,
-                label_key: str | None, compression_type: Any,
-                store: _remote.Store) -> Records:
-        labeled = self.label_mode is not None
-        if callable(records):
-            if compression_type is not None:
-                _checks.fail("compression_type", "None with a callable `records` (it "
-                             "reads its shards itself)", compression_type)
-            return CallableRecords(records, shard_names(shards, "shard", store), image_key,
-                                   label_key, labeled)
-        if records not in READERS:
-            _checks.fail("records", "'webdataset', 'tfrecord' or a callable "
-                         "fn(shard) -> iterable of records", records,
-                         TypeError if not isinstance(records, str) else ValueError)
-        if records == "webdataset" and compression_type is not None:
-            _checks.fail("compression_type", "None with records='webdataset' (compressed "
-                         "tar shards are recognised by their first bytes)", compression_type)
-        reader: Records
-        if records == "tfrecord":
-            compression = tfrecord_mod.check_compression(compression_type)
-            names = shard_names(shards, "TFRecord file", store)
-            reader = TFRecordRecords(names, image_key, label_key, labeled, store,
-                                     compression, self.max_record_bytes)
-        else:
-            names = shard_names(shards, "WebDataset shard", store)
-            reader = WebDatasetRecords(names, image_key, label_key, labeled, store,
-                                       self.max_record_bytes)
-        _check_exists(reader.names, store)
-        return reader
-
-    def _new_streams(self) -> list[VirtualStream]:
-        buffer = self.shuffle_buffer if self.shuffle else 0
-        return [VirtualStream(self._order, j, self.records, self.batch_size, buffer,
-                              self.shards) for j in range(self.num_streams)]
+        self._feeding = _feeding.Feeding(self._maker, self._order, self._placement,
+                                         pace=self.source.pace, name=type(self).__name__)
 
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
-        for name in ("_pid", "_lock", "_asked", "_dtypes"):
+        for name in ("_pid", "_lock", "_asked", "_feeding"):
             state.pop(name)
+        state["_order"] = self._order.copy()
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
@@ -279,10 +288,43 @@ class StreamGenerator(PyDataset):
                 f"shuffle={self.shuffle}, seed={self.seed}, num_streams={self.num_streams}"
                 f"{host})")
 
+    # ----------------------------------------------------------------- what users read
+    @property
+    def seed(self) -> int:
+        """The seed every random draw derives from (drawn once when given as None)."""
+        return self._order.seed
+
+    @property
+    def epoch(self) -> int:
+        """0: a stream is one endless epoch (its passes are not Keras's epochs)."""
+        return 0
+
+    @property
+    def skipped(self) -> list[str]:
+        """The records skipped as bad (on_error="skip") in this process."""
+        return self.source.skipped
+
+    @property
+    def rescale(self) -> float | None:
+        return self._maker.rescale
+
+    def stats(self, reset: bool = False) -> dict[str, Any]:
+        """What the generator served and where the time of making batches went (needs
+        stats=True), as `kg.Generator.stats`."""
+        return stats_mod.report(self._stats, self.fit_wait_s, reset)
+
+    @property
+    def timings(self) -> stats_mod.BatchTimings | None:
+        return self._stats
+
     # ----------------------------------------------------------------- PyDataset face
     @property
     def num_batches(self) -> None:
-        """None: a stream has no end (Keras then reads batches 0, 1, 2, ...)."""
+        """None: a stream has no end (Keras then reads batches 0, 1, 2, ...). Keras's
+        adapter reading it is adopted as a `kg.Generator`'s is (see _keras_compat): its
+        own workers dropped where the generator runs its own."""
+        _keras_compat.adopt_adapter(True, own_workers=self._feeding.own_workers)
+        self._feeding.prepare()
         return None
 
     def __len__(self) -> int:
@@ -292,6 +334,11 @@ class StreamGenerator(PyDataset):
 
     def __bool__(self) -> bool:
         return True
+
+    def on_epoch_end(self) -> None:
+        """Nothing moves: Keras's next epoch goes on with the next batches. Worker
+        processes end a few seconds after, unless a batch is asked for first."""
+        self._feeding.idle()
 
     def shard(self, num_hosts: int, host_index: int) -> StreamGenerator:
         """A generator reading host `host_index`'s share of each pass: the shards
@@ -303,97 +350,44 @@ class StreamGenerator(PyDataset):
         return StreamGenerator(**{**self._config, "seed": self.seed,
                                   "num_hosts": num_hosts, "host_index": host_index})
 
-    @_redact.errors
     def __getitem__(self, index: int) -> Any:
-        if isinstance(index, bool) or not isinstance(index, (int, np.integer)):
+        if isinstance(index, bool) or not isinstance(index, int) and not hasattr(
+                index, "__index__"):
             raise TypeError(f"Batch index must be an integer. Received: {index!r}")
+        index = int(index)
         if index < 0:
             raise IndexError(f"Batch index must be non-negative: a stream has no end to "
                              f"count from. Received: {index}")
         if self._pid != os.getpid():
             self._setup()
         with self._lock:
-            self._asked = max(self._asked, int(index) + 1)
-        b = self._offset + int(index)
-        items = self._streams[b % self.num_streams].batch(b // self.num_streams)
-        return self._make(b, items)
+            self._asked = max(self._asked, index + 1)
+        try:
+            batch = self._feeding.get(index, sys.maxsize)
+        except Exception as error:  # name the batch, also when raised in a worker process
+            _redact.redact_error(error)
+            if getattr(error, "kerasgen_bad_file", None):  # the data's fault
+                raise error.with_traceback(None) from None
+            raise
+        if self._stats is not None and not _keras_compat.in_probe():
+            self._stats.served(0, index, batching.batch_len(batch))
+        return batch
 
-    # ----------------------------------------------------------------- batches
-    def _make(self, b: int, items: list[Item]) -> Any:
-        samples, ids = [], []
-        labeled = self.label_mode is not None
-        for n, (shard, number, raw) in enumerate(items):
-            where = self.records.describe(raw, f"record {number} of shard "
-                                                f"{self.shards[shard]}")
-            x, label = self.records.parse(raw, where)
-            x = self._decode(x, where)
-            try:
-                if self._augment is not None:
-                    x, _ = self._augment.apply(x, self.seed, 0, b * self.batch_size + n)
-            except (ValueError, TypeError) as error:
-                named = getattr(error, "named", None)
-                if named is None:
-                    raise
-                raise named(where) from None
-            samples.append(x)
-            if labeled:
-                ids.append(self._class_id(label, where))
+    @_redact.errors
+    def make_batch(self, index: int) -> Any:
+        """Batch `index`, made here and now (no work-ahead, no worker): what
+        `gen[index]` returns, the same bytes."""
+        return self._feeding.make(int(index))
 
-        def record(n: int) -> str:
-            return f"record {items[n][1]} of shard {self.shards[items[n][0]]}"
+    def to_tf_dataset(self, num_parallel_calls: int | None = None,
+                      prefetch: int | None = None) -> tf.data.Dataset:
+        """An endless tf.data.Dataset of this generator's batches from `gen[0]` on (pass
+        steps_per_epoch to fit). num_parallel_calls=None: made by the generator, in
+        order (its work-ahead and workers); a number: by tf.data's threads
+        (`make_batch`). Needs TensorFlow."""
+        from kerasgen import _tfdata as tfdata
 
-        # the type that holds every record, then `dtype` where given: a value it would
-        # change is an error naming its record, never cast in silence
-        x = batching.convert(batching.stack(samples, where=record), self.dtype,
-                             where=record)
-        if self.dtype is None:  # a batch of another dtype than the first: Keras'd cast it
-            self._dtypes.check(x, f"batch {b}", lambda: record(0),
-                               "Return one type for every record, or pass a `dtype`.")
-        if not labeled:
-            return x
-        targets = labels_mod.Targets(self.label_mode, class_ids=np.asarray(ids, np.int64),
-                                     num_classes=self.num_classes)
-        return x, targets.batch(np.arange(len(ids)))
-
-    def _decode(self, x: Any, where: str) -> Any:
-        if isinstance(x, (bytes, bytearray, memoryview)) or (
-                isinstance(x, np.ndarray) and x.dtype == np.uint8 and x.ndim == 1):
-            data = x if isinstance(x, np.ndarray) else np.frombuffer(x, np.uint8)
-            image = images.decode_bytes(data, self.color_mode, self.image_size, where,
-                                        self.max_pixels)
-            if self.image_size is None:
-                return image
-            return images.resize(image, self.image_size, self.color_mode,
-                                 self.interpolation)
-        if isinstance(x, (np.ndarray, np.generic, int, float, list)):
-            return np.asarray(x)
-        raise TypeError(f"A record's x must be encoded image bytes or an array. Received: "
-                        f"{type(x).__name__} in {where}.")
-
-    def _class_id(self, label: Any, where: str) -> int:
-        if label is None:
-            raise ValueError(f"{where[0].upper() + where[1:]} has no label, and "
-                             f"label_mode={self.label_mode!r} needs one. Pass label_key= "
-                             "naming it, or label_mode=None.")
-        if isinstance(label, bytes):
-            label = label.decode("utf-8", "replace")
-        if isinstance(label, str):
-            if label in self._ids:
-                return self._ids[label]
-            if not _INTEGER.fullmatch(label):
-                names = (f"class_names={self.class_names}" if self.class_names is not None
-                         else "no class_names (a stream cannot infer them)")
-                raise ValueError(f"`class_names` must name every class of the stream. "
-                                 f"Received: label {label!r} in {where}, and {names}.")
-            label = int(label)
-        if isinstance(label, bool) or not isinstance(label, (int, np.integer)):
-            raise ValueError(f"A label must be a class id or a class name. Received: "
-                             f"{label!r} ({type(label).__name__}) in {where}.")
-        limit = self.num_classes
-        if label < 0 or (limit is not None and label >= limit):
-            raise ValueError(f"Label ids must lie in [0, num_classes) = [0, {limit}). "
-                             f"Received: label {int(label)} in {where}.")
-        return int(label)
+        return tfdata.stream_dataset(self, num_parallel_calls, prefetch)
 
     # ----------------------------------------------------------------- state
     def _identity(self) -> dict[str, Any]:
@@ -410,54 +404,73 @@ class StreamGenerator(PyDataset):
 
         `batches_done`: batches of this generator consumed (model.fit's steps since it
         started or was restored); None: one past the highest batch asked for in this
-        process, which is exact for a loop over `gen[i]`, not for Keras's workers or
-        its tf.data prefetch (they ask for batches ahead).
+        process, which is exact for a loop over `gen[i]`, not for kerasgen's workers or
+        tf.data's prefetch (they ask for batches ahead).
         """
         done = (self._asked if batches_done is None
                 else _checks.non_negative_int("batches_done", batches_done))
-        batch = self._offset + done
-        streams = [list(stream.pass_at(len(range(j, batch, self.num_streams))
-                                       * self.batch_size))
-                   for j, stream in enumerate(self._streams)]
-        return {"seed": self.seed, "batch": batch, **self._identity(), "streams": streams}
+        return self._order.get_state(done, self._identity())
 
     def set_state(self, state: Mapping[str, Any]) -> None:
         """Resumes from `get_state()`'s dict (here, or in another process, with any
         workers): the following batches are those the saved generator would have
         given. A state of other shards, hosts, streams, batch size or shuffle is a
         ValueError naming what changed, and changes nothing."""
-        if not isinstance(state, Mapping):
-            raise TypeError("`state` must be a dict from get_state(). Received: "
-                            f"state of type {type(state).__name__}.")
-        missing = [k for k in ("seed", "batch", "streams", *self._identity()) if k not in state]
-        if missing:
-            raise ValueError(f"The state lacks {', '.join(map(repr, missing))}: it is not "
-                             "a StreamGenerator's get_state().")
-        changed = [f"{k}={state[k]!r} (this generator: {v!r})"
-                   for k, v in self._identity().items() if state[k] != v]
-        if changed:
-            raise ValueError("The state belongs to another stream: it was saved with "
-                             + ", ".join(changed) + ".")
-        seed = _checks.non_negative_int("state['seed']", state["seed"])
-        batch = _checks.non_negative_int("state['batch']", state["batch"])
-        streams = state["streams"]
-        if not (isinstance(streams, Sequence) and len(streams) == self.num_streams and all(
-                isinstance(s, Sequence) and len(s) == 2 and all(
-                    isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in s)
-                and (s[0] > 0 or s[1] == 0) for s in streams)):
-            raise ValueError(f"state['streams'] must hold one [pass, start] pair of "
-                             f"non-negative integers per stream ({self.num_streams}). "
-                             f"Received: {streams!r}.")
-        for j, (_, start) in enumerate(streams):
-            if start > len(range(j, batch, self.num_streams)) * self.batch_size:
-                raise ValueError(f"state['streams'][{j}] starts its pass at record {start}, "
-                                 f"after the record where batch {batch} needs stream {j}: "
-                                 "it is not a state get_state() wrote.")
-        if seed != self.seed:
-            self.seed = seed
-            self._order = ShardOrder(len(self.shards), seed, self.shuffle, self.num_hosts,
-                                     self.host_index, self._order.requested_streams)
-            self._streams = self._new_streams()
-        for stream, (pass_, start) in zip(self._streams, streams):
-            stream.move_to(pass_, start)
-        self._offset, self._asked = batch, 0
+        self._order.set_state(state, self._identity())
+        self._asked = 0
+        self._feeding.restart()  # worker processes start anew where the state stands
+
+
+def _classes(label_mode: str | None, class_names: Sequence[str] | None,
+             num_classes: int | None) -> tuple[list[str] | None, int | None]:
+    """(class_names, num_classes) checked: a stream cannot infer its classes."""
+    names = None if class_names is None else [str(c) for c in class_names]
+    if names is not None and len(set(names)) != len(names):
+        _checks.fail("class_names", "distinct names", class_names)
+    if num_classes is not None:
+        num_classes = _checks.positive_int("num_classes", num_classes)
+    if names is not None:
+        if num_classes is not None and num_classes != len(names):
+            _checks.fail("num_classes", f"len(class_names) = {len(names)}, or None",
+                         num_classes)
+        num_classes = len(names)
+    if label_mode == "binary":
+        if num_classes not in (None, 2):
+            _checks.fail("num_classes", "2 (or None) with label_mode='binary'", num_classes)
+        num_classes = 2
+    if label_mode == "categorical" and num_classes is None:
+        raise ValueError("label_mode='categorical' needs `num_classes` or `class_names`: a "
+                         "stream cannot infer its classes. Received: num_classes=None, "
+                         "class_names=None.")
+    return names, num_classes
+
+
+def _reader(records: Any, shards: Any, image_key: str | None, label_key: str | None,
+            compression_type: Any, store: _remote.Store, labeled: bool,
+            max_record_bytes: int | None) -> Records:
+    """The reader of `records=` over the shards named by `shards`, checked."""
+    if callable(records):
+        if compression_type is not None:
+            _checks.fail("compression_type", "None with a callable `records` (it reads its "
+                         "shards itself)", compression_type)
+        return CallableRecords(records, shard_names(shards, "shard", store), image_key,
+                               label_key, labeled)
+    if records not in READERS:
+        _checks.fail("records", "'webdataset', 'tfrecord' or a callable "
+                     "fn(shard) -> iterable of records", records,
+                     TypeError if not isinstance(records, str) else ValueError)
+    if records == "webdataset" and compression_type is not None:
+        _checks.fail("compression_type", "None with records='webdataset' (compressed tar "
+                     "shards are recognised by their first bytes)", compression_type)
+    reader: Records
+    if records == "tfrecord":
+        compression = tfrecord_mod.check_compression(compression_type)
+        names = shard_names(shards, "TFRecord file", store)
+        reader = TFRecordRecords(names, image_key, label_key, labeled, store, compression,
+                                 max_record_bytes)
+    else:
+        names = shard_names(shards, "WebDataset shard", store)
+        reader = WebDatasetRecords(names, image_key, label_key, labeled, store,
+                                   max_record_bytes)
+    _check_exists(reader.names, store)
+    return reader

@@ -610,6 +610,7 @@ LAYERS = [
                            "samplers._adapters", "pipeline.order",
                            "pipeline.stream_order"}),
     ("loader", {"loader", "loading", "loading.options", "_nvdecode", "pipeline.cache", "sources._image",
+                "pipeline.stream_source",
                 "sources._detection", "sources._paired"}),
     ("augment", {"augment", "_image_data_generator", "pipeline.augmenting"}),
     ("batch", {"pipeline.making"}),

@@ -109,7 +109,7 @@ def test_every_record_comes_once_per_pass_and_stream_and_the_hosts_partition_the
     records = {f"s{n}": {n * 100 + k for k in range(size)} for n, size in enumerate(SIZES)}
     gens = [stream_of()] + [stream_of().shard(2, h) for h in range(2)]
     for gen in gens:
-        order = gen._order
+        order = gen._order.shard_order
         for j in range(gen.num_streams):
             sequence = _stream_sequence(gen, j, 60 * gen.num_streams)
             start, shuffled = 0, False
@@ -124,10 +124,10 @@ def test_every_record_comes_once_per_pass_and_stream_and_the_hosts_partition_the
             dealt = [s for j in range(gen.num_streams) for s in order.stream_shards(j, p)]
             assert sorted(dealt) == sorted(order.host_shards(p).tolist())
     for p in range(4):  # the hosts' shares partition the shards, anew each pass
-        shares = [set(g._order.host_shards(p).tolist()) for g in gens[1:]]
+        shares = [set(g._order.shard_order.host_shards(p).tolist()) for g in gens[1:]]
         assert not shares[0] & shares[1] and shares[0] | shares[1] == set(range(len(SIZES)))
-    assert [gens[1]._order.host_shards(p).tolist() for p in range(3)] != [
-        gens[1]._order.host_shards(0).tolist()] * 3
+    assert [gens[1]._order.shard_order.host_shards(p).tolist() for p in range(3)] != [
+        gens[1]._order.shard_order.host_shards(0).tolist()] * 3
 
 
 def test_shuffle_false_reads_the_shards_in_order_without_a_buffer():
@@ -605,7 +605,7 @@ def test_batches_of_another_dtype_than_the_first_are_refused():
                           dtype=None, label_mode=None)
     assert gen[0].dtype == np.int64
     with pytest.raises(TypeError, match=r"Every batch must hold x in one dtype.*float64 in "
-                                        r"batch 1 \(its first sample: record 2 of shard "
+                                        r"batch 1 of epoch 0 \(its first sample: record 2 of shard "
                                         r"s0\), but int64 in batch 0"):
         gen[1]
     small = StreamGenerator(["s0"], records=shifting, batch_size=2, shuffle=False,

@@ -197,6 +197,22 @@ class Feeding:
         if self.ahead is not None:
             self.ahead.reset()
 
+    def idle(self) -> None:
+        """Keras ended an epoch of a stream, whose batches go on in the next one: the
+        batches made ahead are kept, and the worker processes end unless a batch is
+        asked for within a few seconds (WorkerPool.stop_later)."""
+        if self.pool is not None:
+            self.pool.stop_later()
+
+    def restart(self) -> None:
+        """Drops the batches made ahead and the worker processes (the next batch starts
+        new ones, with a copy of the order as it stands now: a stream's restored
+        position)."""
+        self.forget()
+        pool, self.pool = self.pool, None
+        if pool is not None:
+            pool.stop(grace=0)
+
     def epoch_ended(self) -> None:
         """Forgets the batches made ahead; the worker processes end unless the next epoch
         begins within a few seconds (WorkerPool.stop_later): none outlives `fit` by

@@ -96,12 +96,24 @@ class BatchMaker:
             self.with_masks, seed, epoch, self.buffers, self.timings,
             self.targets.class_ids, self.targets.class_names, len(self.source))
 
-    def load(self, request: sources_mod.BatchRequest) -> tuple[Any, Any]:
-        """(x, y or None) of `request`, loaded by the source: its `load_batch`, or one
-        sample at a time."""
-        if self._load is not None:
-            return self._load(request)
-        return sources_mod.load_each(request, self.source.load, self.source.describe)
+    def load(self, request: sources_mod.BatchRequest, source: Any = None,
+             ) -> tuple[Any, Any]:
+        """(x, y or None) of `request`, loaded by the source (`source`: a batch's own,
+        a stream's): its `load_batch`, or one sample at a time."""
+        if source is None or source is self.source:
+            if self._load is not None:
+                return self._load(request)
+            source = self.source
+        elif isinstance(source, sources_mod.BatchSource):
+            return source.load_batch(request)
+        return sources_mod.load_each(request, source.load, source.describe)
+
+    def source_of(self, part: BatchSlice) -> Any:
+        """The source that loads `part`: the generator's, or, for a stream's batch (a
+        slice carrying its raw records, `pipeline.stream_order.StreamSlice`), the
+        source of those records (`of_records`)."""
+        records = getattr(part, "records", None)
+        return self.source if records is None else self.source.of_records(records)
 
     def make(self, part: BatchSlice) -> Any:
         """The batch of `part`: x alone (no targets, as Keras's unlabeled datasets),
@@ -116,18 +128,19 @@ class BatchMaker:
 
     def _make(self, part: BatchSlice) -> Any:
         indices = part.indices
+        source = self.source_of(part)
         if part.coming is not None and len(part.coming):
-            self.source.prefetch(part.coming)
+            source.prefetch(part.coming)
         request = self.request(indices, part.positions, part.partners, part.lams,
                                part.seed, part.epoch)
         try:
-            x, y = self.load(request)
+            x, y = self.load(request, source)
         except Unnamed as error:
             k = error.position - int(part.positions[0]) if len(indices) else -1
             if not 0 <= k < len(indices):
                 raise
-            raise error.named(self.source.describe(int(indices[k]))) from None
-        y = self.targets.for_batch(indices, y, self.source.describe, self.name)
+            raise error.named(source.describe(int(indices[k]))) from None
+        y = self.targets.for_batch(indices, y, source.describe, self.name)
         if self.batch_augment is not None:
             rng = seeding.rng(part.seed, seeding.BATCH_AUGMENT, part.epoch, part.number)
             x, y = self.batch_augment(x, y, rng)
@@ -138,13 +151,13 @@ class BatchMaker:
         else:
             weights = self.targets.weights(indices)
             batch = (x, y) if weights is None else (x, y, weights)
-        self._same_types(batch, part)
+        self._same_types(batch, part, source)
         return batch
 
-    def _same_types(self, batch: Any, part: BatchSlice) -> None:
+    def _same_types(self, batch: Any, part: BatchSlice, source: Any) -> None:
         """Refuses a batch whose arrays' dtypes differ from the first batch's made here
         (`batching.OneDtype`): Keras would cast it in silence."""
         self._types.check(batch, f"batch {part.number} of epoch {part.epoch}", lambda: (
-            self.source.describe(int(part.indices[0])) if len(part.indices) else "none"),
+            source.describe(int(part.indices[0])) if len(part.indices) else "none"),
             "Return one type for every sample from load_sample (float(y), say, or "
             "np.float32), or pass a `dtype` for x.")

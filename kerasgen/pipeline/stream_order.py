@@ -1,19 +1,24 @@
 """The order of a stream: which shards each pass, host and virtual stream read
-(`ShardOrder`), and a virtual stream reading them through a seeded shuffle buffer
-(`VirtualStream`)."""
+(`ShardOrder`), a virtual stream reading them through a seeded shuffle buffer
+(`VirtualStream`), and the batches they make (`StreamOrder`: batch b's raw records, as
+a `StreamSlice` the shared batch maker makes the batch from, as `EpochOrder` hands it a
+`BatchSlice`)."""
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import os
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
 from kerasgen import _checks
 from kerasgen import _seeding as seeding
+from kerasgen.pipeline.order import BatchSlice
 
 
 # Seeding streams of their own (kerasgen._seeding numbers the others 0-6).
@@ -222,3 +227,141 @@ class VirtualStream:
             "[j::num_streams] in every pass, so it would never make a batch. Remove the "
             f"empty shards, or pass a smaller num_streams (now {self.order.num_streams}).")
 
+
+
+@dataclasses.dataclass(frozen=True)
+class StreamSlice(BatchSlice):
+    """Batch `number` of a stream: a `BatchSlice` whose `indices` number its records
+    0..n-1 in the batch, `positions` their places in the stream (b * batch_size + k, they
+    key each record's draws), and `records` the raw records themselves ((shard, record
+    number, raw) each), which the stream's source (`pipeline.stream_source`) parses,
+    decodes and labels."""
+
+    records: tuple[Item, ...] = ()
+
+
+class StreamOrder:
+    """The batches of a stream: batch b (b = `offset` + the index asked for) is the
+    (b // num_streams)-th batch of virtual stream b % num_streams (`slice`). It stands
+    where `EpochOrder` stands for a random-access generator, under the same feeding
+    (`pipeline.feeding`): a stream has one endless epoch (0), `offset` is the batch
+    `gen[0]` is (a restored state moves it), and worker processes get a copy of it
+    (its streams' known pass starts with it) and move it to each batch's offset and
+    seed (`move_to`).
+
+    Args:
+        shards: the `ShardOrder` (seed, shuffle, hosts, streams).
+        read: shard number -> its records, (shard, record number, raw) each.
+        batch_size: records per batch.
+        buffer_size: records of each stream's shuffle buffer (0: none).
+        names: the shards' names (in errors).
+    """
+
+    epoch = 0  # a stream is one endless epoch
+    batch_shuffle = False
+
+    def __init__(self, shards: ShardOrder, read: Callable[[int], Iterator[Item]],
+                 batch_size: int, buffer_size: int, names: Sequence[str]) -> None:
+        self.shard_order = shards
+        self.read, self.batch_size, self.buffer_size = read, batch_size, buffer_size
+        self.names = names
+        self.offset = 0
+        self.streams = self._new_streams()
+
+    def _new_streams(self) -> list[VirtualStream]:
+        return [VirtualStream(self.shard_order, j, self.read, self.batch_size,
+                              self.buffer_size, self.names)
+                for j in range(self.shard_order.num_streams)]
+
+    @property
+    def seed(self) -> int:
+        return self.shard_order.seed
+
+    @property
+    def num_streams(self) -> int:
+        return self.shard_order.num_streams
+
+    def records(self, index: int) -> list[Item]:
+        """The raw records of batch `offset + index`, read from its stream."""
+        b = self.offset + int(index)
+        return self.streams[b % self.num_streams].batch(b // self.num_streams)
+
+    def slice(self, index: int, foresee: int = 0) -> StreamSlice:
+        """Batch `offset + index` as a `StreamSlice` (`foresee` is not used: a stream
+        is read in order, never fetched ahead by sample)."""
+        b = self.offset + int(index)
+        records = tuple(self.records(index))
+        start = b * self.batch_size
+        return StreamSlice(b, np.arange(len(records)),
+                           np.arange(start, start + len(records)), None, None, self.seed,
+                           0, None, records)
+
+    def move_to(self, epoch: int, offset: int, seed: int, batch_shuffle: bool = False,
+                ) -> None:
+        """Serve batches from `offset` with `seed` (a worker process, before each
+        batch): a new seed reads the shards anew."""
+        if seed != self.seed:
+            order = self.shard_order
+            self.shard_order = ShardOrder(order.num_shards, seed, order.shuffle,
+                                          order.num_hosts, order.host_index,
+                                          order.requested_streams)
+            self.streams = self._new_streams()
+        self.offset = offset
+
+    def at_epoch(self, epoch: int) -> StreamOrder:
+        """A view at this position, reading through the same streams (their locks keep
+        the readers apart); its offset is its own."""
+        return copy.copy(self)
+
+    def copy(self) -> StreamOrder:
+        """A copy (for worker processes, which pickle it: each stream then starts from
+        the latest pass start it knows)."""
+        return copy.copy(self)
+
+    def next_epoch(self) -> None:
+        """Nothing: a stream's batches go on across Keras's epochs."""
+
+    # ----------------------------------------------------------------- state
+    def get_state(self, batches_done: int, identity: Mapping[str, Any]) -> dict[str, Any]:
+        """The seed, the next batch (`offset + batches_done`) and, for each stream,
+        (pass, start) of the pass its next batch lies in, with `identity` (what
+        identifies the stream)."""
+        batch = self.offset + batches_done
+        streams = [list(stream.pass_at(len(range(j, batch, self.num_streams))
+                                       * self.batch_size))
+                   for j, stream in enumerate(self.streams)]
+        return {"seed": self.seed, "batch": batch, **identity, "streams": streams}
+
+    def set_state(self, state: Mapping[str, Any], identity: Mapping[str, Any]) -> None:
+        """Moves to `get_state`'s dict; refuses (changing nothing) a state of another
+        stream (`identity` differs) or one get_state could not have written."""
+        if not isinstance(state, Mapping):
+            raise TypeError("`state` must be a dict from get_state(). Received: "
+                            f"state of type {type(state).__name__}.")
+        missing = [k for k in ("seed", "batch", "streams", *identity) if k not in state]
+        if missing:
+            raise ValueError(f"The state lacks {', '.join(map(repr, missing))}: it is not "
+                             "a StreamGenerator's get_state().")
+        changed = [f"{k}={state[k]!r} (this generator: {v!r})"
+                   for k, v in identity.items() if state[k] != v]
+        if changed:
+            raise ValueError("The state belongs to another stream: it was saved with "
+                             + ", ".join(changed) + ".")
+        seed = _checks.non_negative_int("state['seed']", state["seed"])
+        batch = _checks.non_negative_int("state['batch']", state["batch"])
+        streams = state["streams"]
+        if not (isinstance(streams, Sequence) and len(streams) == self.num_streams and all(
+                isinstance(s, Sequence) and len(s) == 2 and all(
+                    isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in s)
+                and (s[0] > 0 or s[1] == 0) for s in streams)):
+            raise ValueError(f"state['streams'] must hold one [pass, start] pair of "
+                             f"non-negative integers per stream ({self.num_streams}). "
+                             f"Received: {streams!r}.")
+        for j, (_, start) in enumerate(streams):
+            if start > len(range(j, batch, self.num_streams)) * self.batch_size:
+                raise ValueError(f"state['streams'][{j}] starts its pass at record {start}, "
+                                 f"after the record where batch {batch} needs stream {j}: "
+                                 "it is not a state get_state() wrote.")
+        self.move_to(0, batch, seed)
+        for stream, (pass_, start) in zip(self.streams, streams):
+            stream.move_to(pass_, start)
