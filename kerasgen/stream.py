@@ -95,13 +95,9 @@ class StreamGenerator(PyDataset):
     model.fit(gen, steps_per_epoch=1000, epochs=10)
     ```
 
-    Pass p (0, 1, ...) reads the shards in the seeded permutation of pass p (or their
-    order, shuffle=False); each host keeps perm[host_index::num_hosts]; a host deals its
-    shards to `num_streams` virtual streams, each reading its shards one after another
-    through a seeded shuffle buffer (drained at each pass's end: every record of a pass
-    comes once in that pass, and the buffer carries nothing into the next). Batch b is
-    the (b // num_streams)-th batch of stream b % num_streams, so it depends only on
-    (seed, b, the shards' contents): the same with any workers, threads or processes.
+    Batch b depends only on (seed, b, the shards' contents), the same with any workers,
+    threads or processes: the order of passes, hosts, virtual streams and shuffle
+    buffers is the module's docstring's.
 
     Args:
         shards: the shards: paths or URLs (read through fsspec with `storage_options`,
@@ -120,17 +116,12 @@ class StreamGenerator(PyDataset):
         image_size: the size encoded images (bytes) are resized to, as by the image
             generators (so are `color_mode`, `interpolation` and `max_pixels`);
             image_size=None keeps each image's size. Arrays are taken as they are.
-        max_record_bytes: the most bytes one record may take in memory (default
-            268_435_456, 256 MiB; None: no limit), checked before it is read or
-            decompressed, as `max_pixels` guards decoding: a tar member's declared size,
-            a sample's members together (members of fields neither `image_key` nor
-            `label_key` names are passed over, not read: each counts as its 512-byte
-            header), the keys of a shard's samples (remembered to find a sample split
-            across the shard: 256 MiB of them at least), a TFRecord record's length.
-            Above it, a ValueError names the shard, the record, the member and its
-            byte offset; a compressed shard is decompressed a megabyte at a time, so a
-            small file expanding to gigabytes is refused with little memory. Not used
-            by a callable `records`.
+        max_record_bytes: the most bytes one record may take in memory (256 MiB; None:
+            no limit), checked before it is read or decompressed (a tar member's size,
+            a sample's members together, the keys of a shard's samples, a TFRecord
+            record's length; compressed shards inflate a megabyte at a time); above it
+            a ValueError names the shard, the record, the member and its byte offset.
+            Not used by a callable `records`.
         label_mode: "int", "categorical", "binary" or None (batches are x alone).
         class_names: the classes, given up front (a stream cannot infer them): class
             names map string labels to ids; an unknown name is a ValueError naming the
@@ -179,7 +170,6 @@ class StreamGenerator(PyDataset):
     stream shuffles itself): pass `fit(..., shuffle=False)` to silence it.
     """
 
-
     prefetch_auto = 4  # batches worked ahead with prefetch="auto" (the built-in readers)
     ahead_threads = 2  # threads making them (one decodes while the other finishes)
 
@@ -208,12 +198,12 @@ class StreamGenerator(PyDataset):
         self._config = {k: v for k, v in locals().items()
                         if k not in ("self", "unknown", "__class__")}
         self._config.update(unknown)
-        option_names = ImageOptions.names()
-        given = {k: v for k, v in self._config.items() if k in option_names}
-        given.update({k: unknown.pop(k) for k in list(unknown) if k in option_names})
+        self.options = ImageOptions.take(  # what else is left in `unknown` is refused
+            {k: v for k, v in self._config.items() if k in ImageOptions.names()},
+            OPTION_DEFAULTS)
+        unknown = {k: v for k, v in unknown.items() if k not in ImageOptions.names()}
         if unknown:
             _checks.unknown_arguments(self, unknown)
-        self.options = ImageOptions.take(given, OPTION_DEFAULTS)
         placement = _feeding.Placement(  # a callable's code may expect one thread
             workers, use_multiprocessing, max_queue_size, prefetch,
             0 if callable(records) else self.prefetch_auto, self.ahead_threads)
@@ -248,16 +238,9 @@ class StreamGenerator(PyDataset):
         self.source = placement.share(RecordSource(
             self.records, self.options, self.label_mode, self.class_names,
             self.num_classes, self.dtype))
-        sources_mod.check_batches(self.source, self.dtype, None, None)
         self._stats = stats_mod.BatchTimings() if stats else None
         self.augment, self.batch_augment = augment, batch_augment
-        self._maker = _making.BatchMaker(
-            self.source, labels_mod.Targets(None), name=type(self).__name__,
-            dtype=self.dtype, rescale=self.options.rescale,
-            augment=None if augment is None else Augmentation(
-                augment, self.label_mode, one_shape=self.batch_size > 1),
-            batch_augment=batch_augment, label_mode=self.label_mode, timings=self._stats)
-        placement.check(self._maker)
+        self._maker = _maker(self, placement)
         self._placement = placement
         self.prefetch = placement.prefetch
         self.fit_wait_s = None  # set by kg.callbacks.PipelineStats each epoch
@@ -309,20 +292,18 @@ class StreamGenerator(PyDataset):
         return self._maker.rescale
 
     def stats(self, reset: bool = False) -> dict[str, Any]:
-        """What the generator served and where the time of making batches went (needs
-        stats=True), as `kg.Generator.stats`."""
+        """As `kg.Generator.stats` (needs stats=True)."""
         return stats_mod.report(self._stats, self.fit_wait_s, reset)
 
     @property
     def timings(self) -> stats_mod.BatchTimings | None:
-        return self._stats
+        return self._stats  # the record of the stages' time (stats=True), or None
 
     # ----------------------------------------------------------------- PyDataset face
     @property
     def num_batches(self) -> None:
-        """None: a stream has no end (Keras then reads batches 0, 1, 2, ...). Keras's
-        adapter reading it is adopted as a `kg.Generator`'s is (see _keras_compat): its
-        own workers dropped where the generator runs its own."""
+        """None: a stream has no end (Keras reads batches 0, 1, 2, ...); Keras's adapter
+        is adopted as for `kg.Generator` (its workers dropped: see _keras_compat)."""
         _keras_compat.adopt_adapter(True, own_workers=self._feeding.own_workers)
         self._feeding.prepare()
         return None
@@ -336,14 +317,13 @@ class StreamGenerator(PyDataset):
         return True
 
     def on_epoch_end(self) -> None:
-        """Nothing moves: Keras's next epoch goes on with the next batches. Worker
-        processes end a few seconds after, unless a batch is asked for first."""
+        """Nothing moves: Keras's next epoch goes on with the next batches (worker
+        processes end a few seconds later unless a batch is asked for)."""
         self._feeding.idle()
 
     def shard(self, num_hosts: int, host_index: int) -> StreamGenerator:
-        """A generator reading host `host_index`'s share of each pass: the shards
-        perm[host_index::num_hosts] (tf.data's `shard` over files). The hosts' shares
-        of a pass partition the shards."""
+        """A generator reading host `host_index`'s share of each pass, the shards
+        perm[host_index::num_hosts] (tf.data's `shard` over files; a partition)."""
         if self.num_hosts != 1:
             raise ValueError(f"This generator is already host {self.host_index} of "
                              f"{self.num_hosts}: call shard() on the unsharded one.")
@@ -351,13 +331,7 @@ class StreamGenerator(PyDataset):
                                   "num_hosts": num_hosts, "host_index": host_index})
 
     def __getitem__(self, index: int) -> Any:
-        if isinstance(index, bool) or not isinstance(index, int) and not hasattr(
-                index, "__index__"):
-            raise TypeError(f"Batch index must be an integer. Received: {index!r}")
-        index = int(index)
-        if index < 0:
-            raise IndexError(f"Batch index must be non-negative: a stream has no end to "
-                             f"count from. Received: {index}")
+        index = _batch_index(index)
         if self._pid != os.getpid():
             self._setup()
         with self._lock:
@@ -381,44 +355,64 @@ class StreamGenerator(PyDataset):
 
     def to_tf_dataset(self, num_parallel_calls: int | None = None,
                       prefetch: int | None = None) -> tf.data.Dataset:
-        """An endless tf.data.Dataset of this generator's batches from `gen[0]` on (pass
-        steps_per_epoch to fit). num_parallel_calls=None: made by the generator, in
-        order (its work-ahead and workers); a number: by tf.data's threads
-        (`make_batch`). Needs TensorFlow."""
+        """An endless tf.data.Dataset of the batches gen[0], gen[1], ... (pass
+        steps_per_epoch to fit); num_parallel_calls=None: made by the generator (its
+        work-ahead, workers), else by tf.data's threads. Needs TensorFlow."""
         from kerasgen import _tfdata as tfdata
 
         return tfdata.stream_dataset(self, num_parallel_calls, prefetch)
 
     # ----------------------------------------------------------------- state
-    def _identity(self) -> dict[str, Any]:
-        names = "\n".join(self.shards).encode("utf-8")
-        return {"shards": f"{len(self.shards)}:{zlib.crc32(names):08x}",
-                "num_hosts": self.num_hosts, "host_index": self.host_index,
-                "num_streams": self.num_streams, "batch_size": self.batch_size,
-                "shuffle": self.shuffle, "shuffle_buffer": self.shuffle_buffer}
-
     def get_state(self, batches_done: int | None = None) -> dict[str, Any]:
         """A small JSON-able dict that `set_state` resumes from: the seed, the next
-        batch and, for each stream, (pass, start) of the pass its next batch lies in,
-        with what identifies the stream (shards, hosts, streams, batch size, shuffle).
-
-        `batches_done`: batches of this generator consumed (model.fit's steps since it
-        started or was restored); None: one past the highest batch asked for in this
-        process, which is exact for a loop over `gen[i]`, not for kerasgen's workers or
-        tf.data's prefetch (they ask for batches ahead).
-        """
+        batch, each stream's (pass, start) of the pass its next batch lies in, and what
+        identifies the stream. `batches_done`: batches consumed (model.fit's steps since
+        it started or was restored); None: one past the highest batch asked for here
+        (exact for a loop over `gen[i]`, not for Keras or tf.data, which ask ahead)."""
         done = (self._asked if batches_done is None
                 else _checks.non_negative_int("batches_done", batches_done))
-        return self._order.get_state(done, self._identity())
+        return self._order.get_state(done, _identity(self))
 
     def set_state(self, state: Mapping[str, Any]) -> None:
         """Resumes from `get_state()`'s dict (here, or in another process, with any
         workers): the following batches are those the saved generator would have
         given. A state of other shards, hosts, streams, batch size or shuffle is a
         ValueError naming what changed, and changes nothing."""
-        self._order.set_state(state, self._identity())
+        self._order.set_state(state, _identity(self))
         self._asked = 0
         self._feeding.restart()  # worker processes start anew where the state stands
+
+
+def _maker(gen: StreamGenerator, placement: _feeding.Placement) -> _making.BatchMaker:
+    """The batch maker of a stream: the shared one, over its `RecordSource` (whose
+    batches carry their labels, encoded: the maker's targets pass them on)."""
+    sources_mod.check_batches(gen.source, gen.dtype, None, None)
+    maker = _making.BatchMaker(
+        gen.source, labels_mod.Targets(None), name=type(gen).__name__, dtype=gen.dtype,
+        rescale=gen.options.rescale, augment=None if gen.augment is None else Augmentation(
+            gen.augment, gen.label_mode, one_shape=gen.batch_size > 1),
+        batch_augment=gen.batch_augment, label_mode=gen.label_mode, timings=gen.timings)
+    placement.check(maker)
+    return maker
+
+
+def _batch_index(index: Any) -> int:
+    """`gen[index]`'s index checked: a non-negative integer (a stream has no end)."""
+    if isinstance(index, bool) or not hasattr(index, "__index__"):
+        raise TypeError(f"Batch index must be an integer. Received: {index!r}")
+    if int(index) < 0:
+        raise IndexError(f"Batch index must be non-negative: a stream has no end to "
+                         f"count from. Received: {int(index)}")
+    return int(index)
+
+
+def _identity(gen: StreamGenerator) -> dict[str, Any]:
+    """What identifies a stream in its states."""
+    names = "\n".join(gen.shards).encode("utf-8")
+    return {"shards": f"{len(gen.shards)}:{zlib.crc32(names):08x}",
+            "num_hosts": gen.num_hosts, "host_index": gen.host_index,
+            "num_streams": gen.num_streams, "batch_size": gen.batch_size,
+            "shuffle": gen.shuffle, "shuffle_buffer": gen.shuffle_buffer}
 
 
 def _classes(label_mode: str | None, class_names: Sequence[str] | None,
