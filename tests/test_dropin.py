@@ -601,7 +601,12 @@ LAYERS = [
     ("foundations", {"_checks", "_redact", "_typing", "_seeding", "_atomic", "_progress",
                      "_stats", "_quiet", "_budget", "pipeline", "pipeline.malloc",
                      "pipeline.shm", "pipeline.batching"}),
-    ("storage", {"sources._remote_cache", "sources._remote", "sources._paths"}),
+    ("storage", {"sources._remote_cache", "sources._remote", "sources._paths",
+                 # the readers of shard and record formats (issue 49): bytes, below sources
+                 "formats", "formats.base", "formats.compression", "formats.names",
+                 "formats.labels", "formats.tar_headers", "formats.tar", "formats.example",
+                 "formats.tfrecord", "formats.shards", "formats.webdataset",
+                 "formats.arrayrecord", "formats.stream_records"}),
     ("source", {"_images", "_jpeg", "_labels", "sources", "sources._core",
                 "sources._listing", "sources._boxes", "sources._annotations"}),
     ("order and sampler", {"samplers", "samplers._resample_arrays", "samplers._plan",
@@ -618,8 +623,7 @@ LAYERS = [
                  "_keras_compat"}),
     ("adapter", {"base", "_hooks", "_validation", "_tfdata", "_grain", "_iterator_names"}),
     ("generators", {"generators", "sql", "tfrecord", "arrayrecord", "webdataset", "stream",
-                    "image_dataset", "detection",
-                    "formats", "formats.stream_records"}),  # issue 49: formats move down
+                    "image_dataset", "detection"}),
     ("around", {"callbacks", "inspection", "cli", "viz", "gpu", "rebalance", "_preload",
                 "__init__",
                 "__main__"}),

@@ -136,7 +136,7 @@ def test_tfrecord_without_tensorflow_says_how_to_install(records, monkeypatch):
 
 
 def test_tfrecord_without_crc32c_says_how_to_install(records, monkeypatch):
-    from kerasgen import tfrecord
+    from kerasgen.formats import tfrecord  # where the CRC is checked
 
     monkeypatch.setattr(tfrecord, "google_crc32c", None)
     with pytest.raises(ImportError, match=r'CRC32C.*pip install "kerasgen3\[tfrecord\]" '

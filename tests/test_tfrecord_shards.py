@@ -20,6 +20,7 @@ import pytest
 
 import kerasgen as kg
 from kerasgen import tfrecord
+from kerasgen.formats import shards as shards_mod
 from kerasgen.sources._remote_cache import RemoteCache
 
 from .test_contract import ids
@@ -204,8 +205,8 @@ def test_concatenated_gzip_members_read_as_one_file(shards, tmp_path):
 def test_a_compressed_file_is_decompressed_once_per_cache(tmp_path, monkeypatch):
     packed = write_shards(tmp_path / "gz", compression_type="GZIP")
     calls = []
-    original = tfrecord.decompress
-    monkeypatch.setattr(tfrecord, "decompress",
+    original = shards_mod.decompress
+    monkeypatch.setattr(shards_mod, "decompress",
                         lambda *args: calls.append(args[3]) or original(*args))
     cache = tmp_path / "cache"
     first = kg.TFRecordGenerator(packed, SPEC, compression_type="GZIP",
