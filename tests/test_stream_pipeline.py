@@ -156,6 +156,11 @@ def test_cache_keeps_decoded_images_by_shard_and_record(tars, tmp_path):
     with pytest.raises(ValueError, match="`cache` must be None, 'auto' or 'memory' for a "
                                          "stream"):
         StreamGenerator(tars, cache=str(tmp_path / "cache.bin"))
+    with pytest.raises(ValueError, match="`cache` must be left out with image_size=None"):
+        StreamGenerator(tars, cache="memory", image_size=None)
+    with pytest.raises(ValueError, match="`crop_to_aspect_ratio` must be left out with "
+                                         "image_size=None"):
+        StreamGenerator(tars, crop_to_aspect_ratio=True, image_size=None)
 
 
 def test_stats_and_an_unknown_keyword(tars):

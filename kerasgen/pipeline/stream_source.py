@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from kerasgen import _checks
+from kerasgen import _checks, _redact
 from kerasgen import _images as images
 from kerasgen import _labels as labels_mod
 from kerasgen.loader import ImageLoader
@@ -116,6 +116,11 @@ class RecordSource:
         self.rescale = options.rescale
         self.dtype = dtype
         spec = check_cache(options.cache)
+        if options.image_size is None and (spec is not None or options.aspect):
+            name = "cache" if spec is not None else f"{options.aspect}_to_aspect_ratio"
+            _checks.fail(name, f"left out with image_size=None (images of their own size "
+                         f"are neither {'cached' if spec else 'cropped nor padded'})",
+                         spec if spec is not None else True)
         self.cache = None if spec is None else RecordCache(
             cache_mod.auto_budget() if spec == "auto" else None)
         self.loader = None
@@ -208,8 +213,6 @@ class RecordSource:
 
     def skip(self, where: str, error: Exception) -> None:
         """Records a bad record skipped (a warning the first time)."""
-        from kerasgen import _redact
-
         if where in self.skipped:
             return
         self.skipped.append(where)
