@@ -18,7 +18,8 @@ from kerasgen import _images as images
 from kerasgen import _labels as labels_mod
 from kerasgen.sources import _listing as listing
 from kerasgen import augment as augment_mod
-from kerasgen import loader as loader_mod
+from kerasgen.loading.image_loader import ImageLoader
+from kerasgen.loading.options import ImageOptions
 from kerasgen.sources._detection import DetectionSource
 from kerasgen.sources._remote_cache import RemoteCache
 from kerasgen._typing import (Cache, ColorMode, Decoder, ImageSize, Interpolation, OnError,
@@ -124,6 +125,7 @@ class DetectionGenerator(_ImageFileGenerator):
                  **common: Any) -> None:
         _checks.labels_come_from(self, common, "its annotations")
         _check_common(self, common)  # before reading the annotations
+        options = ImageOptions.of(locals()).for_dtype(common.get("dtype"))
         _refuse(common)
         one_subset(self, subset)
         common.pop("label_mode", None)
@@ -131,8 +133,8 @@ class DetectionGenerator(_ImageFileGenerator):
         box_format = boxes_mod.check_format("box_format", box_format)
         boxes_mod.check_format("bounding_box_format", bounding_box_format)
         _checks.one_of("on_missing", on_missing, ("raise", "skip"))
-        aspect = images.aspect_mode(crop_to_aspect_ratio, pad_to_aspect_ratio)
-        size: tuple[int, int] = _checks.image_size(image_size)
+        aspect = options.aspect
+        size: tuple[int, int] = options.image_size  # type: ignore[assignment]
         if max_boxes is not None:
             max_boxes = _checks.positive_int("max_boxes", max_boxes)
         started = time.perf_counter()
@@ -164,23 +166,18 @@ class DetectionGenerator(_ImageFileGenerator):
         self.bounding_box_format = bounding_box_format
         self.box_format = box_format
         self.max_boxes, self.ragged = (None if ragged else max_boxes), bool(ragged)
-        self.crop_to_aspect_ratio = bool(crop_to_aspect_ratio)
-        self.pad_to_aspect_ratio = bool(pad_to_aspect_ratio)
+        self.crop_to_aspect_ratio = options.crop_to_aspect_ratio
+        self.pad_to_aspect_ratio = options.pad_to_aspect_ratio
         self.validation_split, self.subset = validation_split, subset
         self.dropped_boxes = [(found.paths[i], b) for i, b in dropped]
         self.directory = directory
         root: Any = found.root  # each image read inside it (images.read_file)
-        loader = loader_mod.ImageLoader(
-            found.paths, size, color_mode, interpolation, cache=cache, root=root,
-            on_error=on_error, decode_threads=decode_threads, verbose=verbose,
-            skipped=skipped, aspect=aspect, max_pixels=max_pixels,
-            processes=_processes(common),
-            decoder=decoder, store=store,
-            bit_depth=images.check_bit_depth(bit_depth, common.get("dtype")))
+        loader = ImageLoader(found.paths, options, root=root, skipped=skipped,
+                             processes=_processes(common), store=store)
         source = DetectionSource(
             loader, targets, bounding_box_format=bounding_box_format,
             max_boxes=self.max_boxes, max_keypoints=keypoints, class_names=names,
-            rescale=rescale, describe=_Annotated(found.paths, found.where),
+            describe=_Annotated(found.paths, found.where),
             listing_s=time.perf_counter() - started)
         super().__init__(source=source, label_mode="boxes", num_classes=len(names),
                          seed=seed, **common)

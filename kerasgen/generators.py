@@ -21,7 +21,8 @@ from kerasgen import _images as images
 from kerasgen.sources import _listing as listing
 from kerasgen.sources import _core as sources
 from kerasgen import _labels as labels_mod
-from kerasgen import loader as loader_mod
+from kerasgen.loading.image_loader import ImageLoader
+from kerasgen.loading.options import ImageOptions
 from kerasgen._typing import (Arrays, Cache, ColorMode, Decoder, FolderLabels,
                               ImageSize, Interpolation, LabelMode, OnError, StrPath, Subset)
 from kerasgen.sources._image import ImageSource
@@ -249,9 +250,18 @@ class _ImageFileGenerator(Splits, Generator):
     ahead_threads = 2  # two batches made at once: no core idles at a batch's end
 
     @property
-    def loader(self) -> loader_mod.ImageLoader:
+    def loader(self) -> ImageLoader:
         """The source's `ImageLoader`."""
         return self.source.loader
+
+    @property
+    def image_options(self) -> ImageOptions:
+        """The image options, checked once (`kerasgen.loader.ImageOptions`, frozen):
+        the keywords the generator was given, `bit_depth` resolved for its dtype and
+        `rescale` as `gen.rescale` is now."""
+        options = self.source.options
+        return options if options.rescale == self.rescale else options.replace(
+            rescale=self.rescale)
 
     # what users read, kept on the generator (the loader holds them)
     @property
@@ -266,36 +276,45 @@ class _ImageFileGenerator(Splits, Generator):
 
     @property
     def image_size(self) -> tuple[int, int]:
-        return self.loader.image_size
+        return self.loader.options.image_size  # type: ignore[return-value]
 
     @property
     def color_mode(self) -> ColorMode:
-        return self.loader.color_mode
+        return self.loader.options.color_mode  # type: ignore[return-value]
 
     @property
     def interpolation(self) -> Interpolation:
-        return self.loader.interpolation
+        return self.loader.options.interpolation  # type: ignore[return-value]
 
     @property
     def on_error(self) -> OnError:
-        return self.loader.on_error
+        return self.loader.options.on_error
 
     @property
     def max_pixels(self) -> int | None:
-        return self.loader.max_pixels
+        return self.loader.options.max_pixels
 
     @property
     def decode_threads(self) -> int | None:
-        return self.loader.decode_threads
+        return self.loader.options.decode_threads
+
+    @property
+    def decoder(self) -> Decoder:
+        return self.loader.options.decoder  # type: ignore[return-value]
+
+    @property
+    def bit_depth(self) -> int:
+        """8 or 16: the bits each pixel loads at."""
+        return self.loader.bit_depth
 
     @property
     def verbose(self) -> int:
-        return self.loader.verbose
+        return self.loader.options.verbose
 
     @property
     def cache(self) -> Cache:
         """The `cache=` given ("auto", "memory", a path or None)."""
-        return self.loader.cache_spec
+        return self.loader.options.cache
 
     @property
     def skipped(self) -> list[str]:
@@ -310,16 +329,26 @@ class _ImageFileGenerator(Splits, Generator):
 
 
 def image_source(paths: list[str], labels: Any, class_names: Any, common: dict[str, Any],
-                 *, rescale: float | None = None, describe: Any = None,
+                 options: ImageOptions | None = None, *, describe: Any = None,
                  files_found: int | None = None, listing_s: float = 0.0,
-                 **loading: Any) -> ImageSource:
-    """The ImageSource of image files `paths`, with an ImageLoader made from `loading`
-    (image_size, color_mode, interpolation, cache, on_error, ...) and shared by the
-    worker processes `common` asks for."""
-    processes = _processes(common)
-    loader = loader_mod.ImageLoader(paths, processes=processes, **loading)
-    return ImageSource(loader, labels, class_names=class_names, rescale=rescale,
-                       describe=describe, files_found=files_found, listing_s=listing_s)
+                 mask_paths: list[str] | None = None, skipped: Sequence[str] = (),
+                 read: Any = None, root: Any = None, store: Any = None,
+                 **legacy: Any) -> ImageSource:
+    """The ImageSource of image files `paths` (or of records `read` reads), with an
+    ImageLoader of `options`, shared by the worker processes `common` asks for.
+    `mask_paths`, `skipped`, `read`, `root` and `store` are the loader's (see
+    `ImageLoader`). Without `options`, the image options may still come as the loader's
+    older keywords (image_size=..., aspect=..., rescale=...;
+    `ImageOptions.from_loader_keywords`)."""
+    if options is None:
+        options = ImageOptions.from_loader_keywords(**legacy)
+    elif legacy:
+        raise TypeError("image_source() takes its image options as one ImageOptions. "
+                        f"Received also: {sorted(legacy)}.")
+    loader = ImageLoader(paths, options, mask_paths=mask_paths, skipped=skipped, read=read,
+                         root=root, processes=_processes(common), store=store)
+    return ImageSource(loader, labels, class_names=class_names, describe=describe,
+                       files_found=files_found, listing_s=listing_s)
 
 
 def _processes(common: dict[str, Any]) -> int | None:
@@ -360,19 +389,21 @@ def _check_pairing(target_dir: Any, target_image_size: Any, target_color_mode: A
 
 
 def paired_source(paths: list[str], targets: list[str], common: dict[str, Any],
-                  pairing: tuple[tuple[int, int], str], *, rescale: float | None,
+                  pairing: tuple[tuple[int, int], str], options: ImageOptions, *,
                   files_found: int | None, listing_s: float, describe: Any = None,
-                  target_root: Any = None, **loading: Any) -> PairedSource:
+                  target_root: Any = None, skipped: Sequence[str] = (), root: Any = None,
+                  store: Any = None) -> PairedSource:
     """The PairedSource of images `paths` and their target images `targets`: two
-    ImageLoaders made from `loading`, the targets' at `pairing`'s size and colour mode,
-    each target read only inside `target_root` (see `images.read_file`)."""
+    ImageLoaders of `options`, the targets' at `pairing`'s size and colour mode, each
+    target read only inside `target_root` (see `images.read_file`)."""
     processes = _processes(common)
-    loader = loader_mod.ImageLoader(paths, processes=processes, **loading)
+    loader = ImageLoader(paths, options, skipped=skipped, root=root, processes=processes,
+                         store=store)
     size, mode = pairing
-    target_loader = loader_mod.ImageLoader(targets, processes=processes, **dict(
-        loading, image_size=size, color_mode=mode, mask_paths=None, root=target_root))
-    return PairedSource(loader, target_loader, rescale=rescale, describe=describe,
-                        files_found=files_found, listing_s=listing_s)
+    target_loader = ImageLoader(targets, options.replace(image_size=size, color_mode=mode),
+                                root=target_root, processes=processes, store=store)
+    return PairedSource(loader, target_loader, describe=describe, files_found=files_found,
+                        listing_s=listing_s)
 
 
 class ImageFolderGenerator(_ImageFileGenerator, IteratorNames):
@@ -500,8 +531,9 @@ class ImageFolderGenerator(_ImageFileGenerator, IteratorNames):
                  storage_options: Mapping[str, Any] | None = None,
                  remote_cache: StrPath | RemoteCache | None = None, **common: Any) -> None:
         _check_common(self, common)  # before listing a folder that may not exist
+        # the image options, checked once, before listing (which applies on_error)
+        options = ImageOptions.of(locals()).for_dtype(common.get("dtype"))
         store = _remote.Store(storage_options, _remote.check_cache(remote_cache))
-        _checks.one_of("on_error", on_error, ("raise", "skip"))  # the listing applies it
         one_subset(self, subset)
         if label_mode == "multi_label":
             raise ValueError("label_mode='multi_label' does not apply to a folder of "
@@ -520,7 +552,6 @@ class ImageFolderGenerator(_ImageFileGenerator, IteratorNames):
         if label_mode == "input" and given is not None:
             raise ValueError("label_mode='input' makes each image its own target, so it "
                              "takes no `labels` list. Leave labels out.")
-        aspect = images.aspect_mode(crop_to_aspect_ratio, pad_to_aspect_ratio)
         values = None  # real-valued labels (a regression), float32
         listing_started = time.perf_counter()
         targets = None  # the target images of label_mode="image"
@@ -568,26 +599,20 @@ class ImageFolderGenerator(_ImageFileGenerator, IteratorNames):
         self.directory = os.fspath(directory)
         self.target_dir = None if target_dir is None else os.fspath(target_dir)
         self.validation_split, self.subset = validation_split, subset
-        self.crop_to_aspect_ratio = bool(crop_to_aspect_ratio)
-        self.pad_to_aspect_ratio = bool(pad_to_aspect_ratio)
-        loading = dict(
-            image_size=image_size, color_mode=color_mode, interpolation=interpolation,
-            cache=cache, on_error=on_error, decode_threads=decode_threads, decoder=decoder,
-            verbose=verbose, skipped=found.skipped, mask_paths=masks, aspect=aspect,
-            max_pixels=max_pixels, store=store,
-            root=None if follow_links else _folder_roots(directory, mask_dir),
-            bit_depth=images.check_bit_depth(bit_depth, common.get("dtype")))
+        self.crop_to_aspect_ratio = options.crop_to_aspect_ratio
+        self.pad_to_aspect_ratio = options.pad_to_aspect_ratio
+        root = None if follow_links else _folder_roots(directory, mask_dir)
         if targets is not None:
             source: ImageSource = paired_source(
-                paths, targets, common, pairing, rescale=rescale, files_found=files_found,
+                paths, targets, common, pairing, options, files_found=files_found,
                 listing_s=time.perf_counter() - listing_started,
                 target_root=None if follow_links else _folder_roots(None, target_dir),
-                **loading)
+                skipped=found.skipped, root=root, store=store)
         else:
             source = image_source(
-                paths, class_ids if values is None else values, names, common,
-                rescale=rescale, files_found=files_found,
-                listing_s=time.perf_counter() - listing_started, **loading)
+                paths, class_ids if values is None else values, names, common, options,
+                files_found=files_found, listing_s=time.perf_counter() - listing_started,
+                mask_paths=masks, skipped=found.skipped, root=root, store=store)
         super().__init__(source=source, label_mode=label_mode, seed=seed, **common)
 
 
@@ -772,6 +797,7 @@ class CSVGenerator(_ImageFileGenerator, IteratorNames):
                  **common: Any) -> None:
         _checks.labels_come_from(self, common, "the `y_col` column (y_col=...)")
         _check_common(self, common)  # before reading a table that may be large
+        options = ImageOptions.of(locals()).for_dtype(common.get("dtype"))
         one_subset(self, subset)
         store = _remote.Store(storage_options, _remote.check_cache(remote_cache))
         if (mask_col is None) != (label_mode != "mask"):
@@ -803,21 +829,16 @@ class CSVGenerator(_ImageFileGenerator, IteratorNames):
         self.validation_split, self.subset = validation_split, subset
         root = (_paths.Root.of(directory) if directory is not None and not allow_outside
                 else None)  # checked again as each file (mask, target) is opened
-        loading = dict(
-            image_size=image_size, color_mode=color_mode, interpolation=interpolation,
-            cache=cache, on_error=on_error, decode_threads=decode_threads, decoder=decoder,
-            verbose=verbose, skipped=skipped, max_pixels=max_pixels, root=root, store=store,
-            bit_depth=images.check_bit_depth(bit_depth, common.get("dtype")))
         listing_s = time.perf_counter() - listing_started
         if target_col is not None:
             source: ImageSource = paired_source(
-                paths, masks, common, pairing, rescale=rescale, files_found=None,
+                paths, masks, common, pairing, options, files_found=None,
                 listing_s=listing_s, describe=_ListedFile(paths, table), target_root=root,
-                **loading)
+                skipped=skipped, root=root, store=store)
         else:
-            source = image_source(paths, labels, names, common, rescale=rescale,
+            source = image_source(paths, labels, names, common, options,
                                   describe=_ListedFile(paths, table), listing_s=listing_s,
-                                  mask_paths=masks, **loading)
+                                  mask_paths=masks, skipped=skipped, root=root, store=store)
         super().__init__(source=source, label_mode=label_mode, num_classes=num_classes,
                          seed=seed, **common)
 

@@ -373,9 +373,9 @@ def test_a_generator_class_of_the_users_script_works_in_worker_processes(tmp_pat
 
 def test_decoding_leaves_cores_to_a_slow_consumer_and_widens_when_it_waits(
         image_folder, monkeypatch):
-    from kerasgen import loader as loader_mod
+    from kerasgen.loading import decode_pool
 
-    monkeypatch.setattr(loader_mod, "usable_cores", lambda: 3)
+    monkeypatch.setattr(decode_pool, "usable_cores", lambda: 3)
     gen = kg.ImageFolderGenerator(image_folder, image_size=(8, 8), batch_size=3, seed=1,
                                   cache=None, label_mode="int")
     used = []
@@ -387,14 +387,14 @@ def test_decoding_leaves_cores_to_a_slow_consumer_and_widens_when_it_waits(
             gen[i]
             time.sleep(0.03)
         gen.on_epoch_end()
-    assert gen.loader._width == 1
+    assert gen.loader.decode_pool.width == 1
     used.clear()
     for i in range(len(gen)):
         gen[i]
         time.sleep(0.03)
     assert not [name for name in used if name.startswith("kerasgen-decode")]  # one each
     gen.loader.pace(waited=True)  # the consumer had to wait: every thread again
-    assert gen.loader._width is None
+    assert gen.loader.decode_pool.width is None
 
 
 def test_a_killed_worker_process_ends_fit_with_an_error_naming_it():

@@ -95,12 +95,38 @@ class ImageOptions:
         return tuple(f.name for f in dataclasses.fields(cls))
 
     @classmethod
+    def of(cls, arguments: Mapping[str, Any]) -> ImageOptions:
+        """The options among `arguments` (a constructor's `locals()`, say: its keywords
+        keep Keras's names), the others at their defaults."""
+        return cls(**{name: arguments[name] for name in cls.names() if name in arguments})
+
+    @classmethod
     def take(cls, keywords: MutableMapping[str, Any],
              defaults: Mapping[str, Any] | None = None) -> ImageOptions:
         """The options named in `keywords`, removed from it (the rest stays for the
         generator), over `defaults` (a generator's own defaults, cache=None say)."""
         given = {name: keywords.pop(name) for name in cls.names() if name in keywords}
         return cls(**{**dict(defaults or {}), **given})
+
+    @classmethod
+    def from_loader_keywords(cls, image_size: Any, color_mode: Any = "rgb",
+                             interpolation: Any = "bilinear", *, cache: Any = None,
+                             aspect: Literal["crop", "pad"] | None = None,
+                             bit_depth: int | None = 8, **rest: Any) -> ImageOptions:
+        """The options of the keywords `ImageLoader` and `image_source` took before they
+        took one `ImageOptions` (`aspect` for the two aspect flags; no cache and 8 bits
+        by default), so that their callers keep working."""
+        if aspect not in (None, "crop", "pad"):
+            _checks.fail("aspect", "None, 'crop' or 'pad'", aspect)
+        return cls(image_size=image_size, color_mode=color_mode,
+                   interpolation=interpolation, cache=cache, bit_depth=bit_depth,
+                   crop_to_aspect_ratio=aspect == "crop", pad_to_aspect_ratio=aspect == "pad",
+                   **rest)
+
+    def for_dtype(self, dtype: str | None) -> ImageOptions:
+        """These options with `bit_depth` resolved for batches of `dtype` (None is 16
+        for "uint16", else 8), checked against it."""
+        return self.replace(bit_depth=self.depth(dtype))
 
     def replace(self, **changes: Any) -> ImageOptions:
         """A copy with `changes`, checked as a new object is."""
@@ -116,7 +142,8 @@ class ImageOptions:
         return images.check_bit_depth(self.bit_depth, dtype)
 
     def loader_kwargs(self, dtype: str | None = None) -> dict[str, Any]:
-        """The keywords `ImageLoader(paths, **kwargs)` takes from these options."""
+        """The options as the keywords `ImageLoader` took before it took the object
+        (`from_loader_keywords` reads them back)."""
         return {"image_size": self.image_size, "color_mode": self.color_mode,
                 "interpolation": self.interpolation, "cache": self.cache,
                 "on_error": self.on_error, "decode_threads": self.decode_threads,

@@ -81,7 +81,8 @@ class DetectionSource(ImageSource):
                 done.append((x, targets))
             return done
 
-        pairs = [pair for part in loader.in_threads(len(indices), chunk) for pair in part]
+        pairs = [pair for part in loader.decode_pool.in_threads(len(indices), chunk)
+                 for pair in part]
         with request.stage("assemble"):
             x = default_assemble(request, self.describe)([np.asarray(x) for x, _ in pairs], indices)
             x = batching.convert(x, request.dtype, request.rescale, request.buffers)

@@ -11,31 +11,17 @@ augments each sample in the pool's threads, straight into the batch.
 from __future__ import annotations
 
 import copy
-import math
-import numbers
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 
+from kerasgen.loading import scan
+from kerasgen.loading.image_loader import ImageLoader
+from kerasgen.loading.options import ImageOptions
+from kerasgen.loading.options import check_rescale as check_rescale  # tfrecord's import
 from kerasgen.pipeline import batching
-from kerasgen import _checks
-from kerasgen.loader import ImageLoader
 from kerasgen.sources._core import BatchRequest, default_assemble
-
-
-def check_rescale(rescale: Any) -> float | None:
-    """`rescale=` checked: None or a finite, non-zero real number (NaN, inf or 0 would
-    make every batch NaN, inf or zeros)."""
-    if rescale is None:
-        return None
-    if isinstance(rescale, bool) or not isinstance(rescale, numbers.Real):
-        _checks.fail("rescale", "None or a number (1/255, say)", rescale, TypeError)
-    if not math.isfinite(rescale) or rescale == 0:
-        _checks.fail("rescale", "a finite, non-zero number (1/255, say), or None",
-                     rescale, ValueError, "Every pixel is multiplied by it, so every batch "
-                     "would be NaN, inf or zeros.")
-    return float(rescale)
 
 
 class ImageSource:
@@ -46,7 +32,8 @@ class ImageSource:
         labels: one label per sample (class ids of `class_names`, class names, ...), or
             None.
         class_names: the classes in class-id order, or None.
-        rescale: the factor applied when batches convert to a float dtype, or None.
+        rescale: the factor applied when batches convert to a float dtype; None (the
+            default): the loader's options' `rescale`.
         describe: names sample i in errors (default: its file path).
         files_found: the files listed before a validation split (Keras prints it).
         listing_s: seconds spent listing the files (the stats' "list" stage).
@@ -59,7 +46,8 @@ class ImageSource:
         self.loader = loader
         self.labels = labels
         self.class_names = None if class_names is None else list(class_names)
-        self.rescale = check_rescale(rescale)
+        self.rescale = check_rescale(loader.options.rescale if rescale is None
+                                     else rescale)
         self._describe = describe
         self.files_found = len(loader.file_paths) if files_found is None else files_found
         self.listing_s = listing_s
@@ -72,6 +60,14 @@ class ImageSource:
     def file_paths(self) -> list[str]:
         """One image path (or record name) per sample."""
         return self.loader.file_paths
+
+    @property
+    def options(self) -> ImageOptions:
+        """The image options of the samples (the loader's, with this source's
+        `rescale`)."""
+        options = self.loader.options
+        return options if options.rescale == self.rescale else options.replace(
+            rescale=self.rescale)
 
     def describe(self, index: int) -> str:
         if self._describe is None:
@@ -152,7 +148,7 @@ class ImageSource:
 
     def validate(self) -> list[str]:
         """Decodes every file once (in parallel, with progress); returns the bad paths."""
-        return self.loader.validate()
+        return scan.validate(self.loader)
 
     # ----------------------------------------------------------------- batches
     def load_batch(self, request: BatchRequest) -> tuple[Any, Any]:
@@ -184,7 +180,7 @@ class ImageSource:
         masks = None if masks is None else masks[:n]  # a synthetic sample keeps x_i's mask
         if request.augment is not None:
             with request.stage("augment"):
-                pairs = [pair for part in self.loader.in_threads(n, lambda a, b: [
+                pairs = [pair for part in self.loader.decode_pool.in_threads(n, lambda a, b: [
                     request.augmented(out[k], request.positions[k],
                                     None if masks is None else masks[k])
                     for k in range(a, b)]) for pair in part]
@@ -239,7 +235,8 @@ class ImageSource:
                 pixels, raw_masks = decoded(a, b)
                 return [augmented(pixels, raw_masks, k, k - a) for k in range(a, b)]
 
-            pairs = [pair for part in loader.in_threads(len(indices), made) for pair in part]
+            pairs = [pair for part in loader.decode_pool.in_threads(len(indices), made)
+                     for pair in part]
             with stage("assemble"):
                 x = default_assemble(request, self.describe)([x for x, _ in pairs], indices)
                 if pairs[0][1] is None:
@@ -267,7 +264,7 @@ class ImageSource:
 
         write(0, x0, m0)
         if len(indices) > 1:
-            loader.in_threads(len(indices) - 1, lambda a, b: chunk(a + 1, b + 1))
+            loader.decode_pool.in_threads(len(indices) - 1, lambda a, b: chunk(a + 1, b + 1))
         return out, masks
 
 class Thumbnails:
@@ -283,7 +280,7 @@ class Thumbnails:
 
     def __getitem__(self, indices: Any) -> np.ndarray:
         indices = np.atleast_1d(np.asarray(indices))
-        self.loader.thumbnails(indices, self.table, self.size)
+        scan.thumbnails(self.loader, indices, self.table, self.size)
         blank = np.zeros(self.size + (3,), np.float32)  # RGB, as loader.thumbnails
         rows = (self.table[int(i)] for i in indices)
         return np.stack([blank if row is None else row for row in rows])

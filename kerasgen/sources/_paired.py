@@ -16,7 +16,8 @@ import numpy as np
 
 from kerasgen.pipeline import batching
 from kerasgen.sources._image import ImageSource
-from kerasgen.loader import ImageLoader
+from kerasgen.loading import scan
+from kerasgen.loading.image_loader import ImageLoader
 from kerasgen.sources._core import BatchRequest, default_assemble
 
 
@@ -62,7 +63,7 @@ class PairedSource(ImageSource):
 
     def validate(self) -> list[str]:
         """Decodes every input and target file once; returns the bad paths."""
-        return self.loader.validate() + self.target_loader.validate()
+        return scan.validate(self.loader) + scan.validate(self.target_loader)
 
     def _load_pair(self, index: int, out: np.ndarray, target: np.ndarray,
                    request: BatchRequest) -> None:
@@ -112,7 +113,8 @@ class PairedSource(ImageSource):
                 done.append((x, y))
             return done
 
-        pairs = [pair for part in self.loader.in_threads(len(indices), chunk) for pair in part]
+        pairs = [pair for part in self.loader.decode_pool.in_threads(len(indices), chunk)
+                 for pair in part]
         with request.stage("assemble"):
             assemble = default_assemble(request, self.describe)
             x = assemble([np.asarray(x) for x, _ in pairs], indices)
