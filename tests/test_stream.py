@@ -447,14 +447,18 @@ def test_labels_that_do_not_fit_the_classes_name_the_shard_and_the_record(tmp_pa
                           "txt": b"zebra" if i == 4 else CLASSES[i % 3].encode()})
     gen = StreamGenerator([shard], label_key="txt", class_names=CLASSES, shuffle=False,
                           **images(batch_size=6))
-    with pytest.raises(ValueError, match=r"`class_names` must name every class.*'zebra' in "
-                                         r"sample 'k4' \(record 4 of shard .*z.tar\)"):
+    with pytest.raises(ValueError, match=r"Label 'zebra' at sample 'k4' \(record 4 of shard "
+                                         r".*z.tar\) is not one of `class_names`="):
         gen[0]
     big = write_tar(tmp_path / "big.tar", range(6), label=lambda i: str(i).encode())
     with pytest.raises(ValueError, match=r"Label ids must lie in \[0, num_classes\) = "
-                                         r"\[0, 3\). Received: label 3 in sample 'k00003' "
+                                         r"\[0, 3\). Received: label 3 at sample 'k00003' "
                                          r"\(record 3 of shard .*big.tar\)"):
         StreamGenerator([big], num_classes=3, shuffle=False, **images(batch_size=6))[0]
+    with pytest.raises(ValueError, match=r"`class_names` must name every class of the "
+                                         r"stream. Received: label 'cat' in sample 'k0' .*a "
+                                         r"stream cannot infer them"):
+        StreamGenerator([shard], label_key="txt", shuffle=False, **images(batch_size=6))[0]
 
 
 def test_an_undecodable_image_names_the_record_and_the_shard(tmp_path):

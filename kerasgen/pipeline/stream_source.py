@@ -168,31 +168,26 @@ class RecordSource:
         return BatchRecords(self, records)
 
     # ----------------------------------------------------------------- one record
-    def class_id(self, label: Any, where: str) -> int:
-        """The class id of a record's label (a class id, or a name of `class_names`)."""
+    def label_value(self, label: Any, where: str) -> Any:
+        """A record's label as `_labels` reads labels: a class name of `class_names`, or
+        a class id (bytes read as text, an id written as text read as a number). A
+        label that is missing, or a name without `class_names` (a stream cannot infer
+        its classes), is a ValueError naming the record."""
         if label is None:
             raise ValueError(f"{where[0].upper() + where[1:]} has no label, and "
                              f"label_mode={self.label_mode!r} needs one. Pass label_key= "
                              "naming it, or label_mode=None.")
         if isinstance(label, bytes):
             label = label.decode("utf-8", "replace")
-        if isinstance(label, str):
-            if label in self._ids:
-                return self._ids[label]
-            if not _INTEGER.fullmatch(label):
-                names = (f"class_names={self.class_names}" if self.class_names is not None
-                         else "no class_names (a stream cannot infer them)")
-                raise ValueError(f"`class_names` must name every class of the stream. "
-                                 f"Received: label {label!r} in {where}, and {names}.")
-            label = int(label)
-        if isinstance(label, bool) or not isinstance(label, (int, np.integer)):
-            raise ValueError(f"A label must be a class id or a class name. Received: "
-                             f"{label!r} ({type(label).__name__}) in {where}.")
-        limit = self.num_classes
-        if label < 0 or (limit is not None and label >= limit):
-            raise ValueError(f"Label ids must lie in [0, num_classes) = [0, {limit}). "
-                             f"Received: label {int(label)} in {where}.")
-        return int(label)
+        if not isinstance(label, str) or label in self._ids:
+            return label
+        if _INTEGER.fullmatch(label):
+            return int(label)
+        if self.class_names is None:
+            raise ValueError(f"`class_names` must name every class of the stream. "
+                             f"Received: label {label!r} in {where}, and no class_names "
+                             "(a stream cannot infer them).")
+        return label  # not one of class_names: `_labels` says so, naming the record
 
     def decode(self, x: Any, where: str) -> Any:
         """A record's x: encoded image bytes decoded (and resized to `image_size`), an
@@ -252,9 +247,13 @@ class BatchRecords:
         parsed = [reader.parse(raw, where) for (_, _, raw), where in zip(records,
                                                                          self.where)]
         self.xs = [x for x, _ in parsed]
-        labeled = shared.label_mode is not None
-        self.ids = (np.asarray([shared.class_id(label, where) for (_, label), where in
-                                zip(parsed, self.where)], np.int64) if labeled else None)
+        self.targets = None  # the labels as `_labels` encodes them, with their checks
+        if shared.label_mode is not None:
+            self.targets = labels_mod.encode_class_labels(
+                [shared.label_value(label, where) for (_, label), where in zip(
+                    parsed, self.where)], shared.label_mode, shared.class_names,
+                shared.num_classes, self.describe)
+        self.ids = None if self.targets is None else self.targets.class_ids
         self.class_names = shared.class_names
 
     def __len__(self) -> int:
@@ -280,11 +279,9 @@ class BatchRecords:
             load = self.load if shared.options.on_error == "raise" else self._load_or_skip(
                 request)
             x, _ = sources_mod.load_each(request, load, self.describe)
-        if self.ids is None:
+        if self.targets is None:
             return x, None
-        targets = labels_mod.Targets(shared.label_mode, class_ids=self.ids,
-                                     num_classes=shared.num_classes)
-        return x, targets.batch(np.arange(len(self)))
+        return x, self.targets.batch(np.arange(len(self)))
 
     def _loader(self, datas: list[Any]) -> ImageLoader:
         """The stream's loader reading this batch: its threads, options and `skipped`
