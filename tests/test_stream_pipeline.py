@@ -139,7 +139,7 @@ def test_on_error_skip_replaces_a_bad_record_by_one_of_its_class_and_reports_it(
                               **args(batch_size=6, image_size=size))
         with pytest.warns(KerasgenWarning, match="Skipping an undecodable image"):
             x, y = gen[0]
-        assert gen.skipped == [f"sample 'k00004' (record 4 of shard {shard})"]
+        assert gen.skipped == [f"{shard}#k00004"]  # as WebDatasetGenerator names it
         assert y.tolist() == [0, 1, 2, 0, 1, 2]
         assert x[4, 0, 0, 1] == 1  # record 1 (class 1) stands in for record 4
         assert same(gen[1], StreamGenerator([shard], shuffle=False,

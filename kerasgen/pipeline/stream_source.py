@@ -12,7 +12,8 @@ in the decode threads, `rescale`, the dtype); the loader reads the batch's bytes
 its `read=` hook. Anything else (arrays, or image_size=None: each image its own size)
 is loaded one record at a time (`sources.load_each`). A bad image skipped
 (on_error="skip") is replaced by another record of its class in the same batch, and
-named in `skipped`.
+named in `skipped` as the indexed generators name it: "shard#key" (a WebDataset
+sample, as `WebDatasetGenerator`), else "record n of shard".
 
 `cache` ("auto", "memory", None) keeps decoded images keyed by (shard, record number):
 the next pass decodes none of them again (its records are still read from the shards).
@@ -132,6 +133,7 @@ class RecordSource:
                 decoder=options.decoder, verbose=options.verbose,
                 bit_depth=options.depth(dtype), read=_no_record, processes=processes)
         self.skipped: list[str] = [] if self.loader is None else self.loader.skipped
+        self.lock = threading.Lock()  # of `skipped`
         self._warned = False
 
     def __len__(self) -> int:
@@ -144,10 +146,17 @@ class RecordSource:
         """This source with its decode threads split between `processes` workers."""
         shared = RecordSource(self.reader, self.options, self.label_mode, self.class_names,
                               self.num_classes, self.dtype, processes)
-        shared.skipped = self.skipped
+        shared.skipped, shared.lock = self.skipped, self.lock
         if shared.loader is not None:
             shared.loader.skipped = self.skipped
         return shared
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "lock": None}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self.lock = threading.Lock()
 
     def check(self, dtype: str | None) -> None:
         """Refuses a `rescale` the batch dtype cannot take (as the image generators)."""
@@ -206,11 +215,12 @@ class RecordSource:
         raise TypeError(f"A record's x must be encoded image bytes or an array. Received: "
                         f"{type(x).__name__} in {where}.")
 
-    def skip(self, where: str, error: Exception) -> None:
-        """Records a bad record skipped (a warning the first time)."""
-        if where in self.skipped:
+    def skip(self, name: str, error: Exception) -> None:
+        """Records a bad record skipped, by its `skipped_name` (a warning the first
+        time)."""
+        if name in self.skipped:
             return
-        self.skipped.append(where)
+        self.skipped.append(name)
         if not self._warned:
             self._warned = True
             _redact.warn(f"Skipping an undecodable image, replaced by another record of "
@@ -242,6 +252,7 @@ class BatchRecords:
         self.shared = shared
         reader, names = shared.reader, shared.names
         self.keys = [(shard, number) for shard, number, _ in records]
+        self.records = records
         self.where = [reader.describe(raw, f"record {number} of shard {names[shard]}")
                       for shard, number, raw in records]
         parsed = [reader.parse(raw, where) for (_, _, raw), where in zip(records,
@@ -262,6 +273,15 @@ class BatchRecords:
     def describe(self, index: int) -> str:
         return self.where[index]
 
+    def skipped_name(self, index: int) -> str:
+        """Record `index` as `gen.skipped` names it: "shard#key" for a WebDataset
+        sample (as `WebDatasetGenerator` names it), else "record n of shard"."""
+        shard, number, raw = self.records[index]
+        name = self.shared.names[shard]
+        if isinstance(raw, dict) and isinstance(raw.get("__key__"), str):
+            return f"{name}#{raw['__key__']}"
+        return f"record {number} of {name}"
+
     def load(self, index: int) -> Any:
         return self.shared.decode(self.xs[index], self.where[index])
 
@@ -273,8 +293,12 @@ class BatchRecords:
                                       class_names=shared.class_names, num_samples=len(self))
         datas = [_encoded(x) for x in self.xs]
         if shared.loader is not None and all(d is not None for d in datas):
+            skipped = shared.skipped
+            before = len(skipped)
             x, _ = ImageSource(self._loader(datas), rescale=request.rescale,
                                describe=self.describe).load_batch(request)
+            if len(skipped) > before:  # the loader named them as its errors do
+                self._rename_skipped(skipped)
         else:
             load = self.load if shared.options.on_error == "raise" else self._load_or_skip(
                 request)
@@ -298,18 +322,29 @@ class BatchRecords:
         loader.cache = None if cache is None else _Keyed(cache, self.keys)
         return loader
 
+    def _rename_skipped(self, skipped: list[str]) -> None:
+        """The records of this batch in `skipped` renamed by `skipped_name`, once each."""
+        names = {where: self.skipped_name(k) for k, where in enumerate(self.where)}
+        with self.shared.lock:
+            renamed: list[str] = []
+            for entry in skipped:
+                entry = names.get(entry, entry)
+                if entry not in renamed:
+                    renamed.append(entry)
+            skipped[:] = renamed
+
     def _load_or_skip(self, request: sources_mod.BatchRequest) -> Any:
         def load(index: int) -> Any:
             try:
                 return self.load(index)
             except ValueError as error:
-                self.shared.skip(self.where[index], error)
+                self.shared.skip(self.skipped_name(index), error)
                 candidates, group = request.substitutes(index)
                 for j in candidates:
                     try:
                         return self.load(int(j))
                     except ValueError as other:
-                        self.shared.skip(self.where[int(j)], other)
+                        self.shared.skip(self.skipped_name(int(j)), other)
                 raise ValueError(f"No record of {group} in its batch could be decoded to "
                                  f"stand in for {self.where[index]}; `gen.skipped` lists "
                                  "the bad records.") from None
