@@ -15,8 +15,9 @@ from typing import Any, Literal
 
 from kerasgen import _budget
 from kerasgen import _checks
-from kerasgen._typing import (ColorMode, Decoder, ImageSize, Interpolation, LabelMode,
-                              StrPath)
+from kerasgen import _images as images
+from kerasgen._typing import (Cache, ColorMode, Decoder, ImageSize, Interpolation, LabelMode,
+                              OnError, StrPath)
 from kerasgen.formats.arrayrecord import (PIP, READER_OPTIONS,  # noqa: F401  (its names)
                                           ArrayRecordFiles, check_chunks, reader_class)
 from kerasgen.formats.shards import Shards
@@ -65,6 +66,13 @@ class ArrayRecordGenerator(_ExampleGenerator):
             `color_mode`, `interpolation` and `rescale`).
         decoder: "opencv" (default) or "nvimgcodec", for "image" features.
         label_mode: "int" (default, as Keras) when there is a "label" feature, else None.
+        cache, on_error, decode_threads, max_pixels, crop_to_aspect_ratio,
+            pad_to_aspect_ratio: for "image" features, as for ImageFolderGenerator (one
+            `ImageOptions`), except that `cache` defaults to None (no cache; "memory",
+            "auto" or a file path as there: a file cache keys each record by its file's
+            version and its place in the file). With on_error="skip" a record whose
+            image cannot be decoded is replaced by another record of its class, with a
+            warning, and `gen.skipped` names it ("record 3 (byte 120) of x.tfrecord").
         max_record_bytes: the most bytes a read may decode (default 268_435_456,
             256 MiB; None: no limit), as `max_pixels` guards decoding: each chunk's
             decoded size is read from its header when the generator is made, before
@@ -84,21 +92,27 @@ class ArrayRecordGenerator(_ExampleGenerator):
                  max_record_bytes: int | None = _budget.MAX_RECORD_BYTES,
                  storage_options: Mapping[str, Any] | None = None,
                  remote_cache: StrPath | RemoteCache | None = None,
+                 crop_to_aspect_ratio: bool = False, pad_to_aspect_ratio: bool = False,
+                 cache: Cache = None, on_error: OnError = "raise",
+                 decode_threads: int | None = None,
+                 max_pixels: int | None = images.MAX_PIXELS,
                  **common: Any) -> None:
         _checks.labels_come_from(self, common, "the feature of kind 'label' in "
                                  "`feature_spec`")
         limit = self.max_record_bytes = _budget.check_max_record_bytes(max_record_bytes)
+        options = self._options(image_size, color_mode, interpolation, rescale, decoder,
+                                verbose, crop_to_aspect_ratio, pad_to_aspect_ratio, cache,
+                                on_error, decode_threads, max_pixels)
         reader_class()  # before any file is fetched
 
         def open_container(store: _remote.Store) -> ArrayRecordFiles:
             return ArrayRecordFiles(Shards(files, "ArrayRecord file", store,
                                            verbose=verbose), verbose, limit)
 
-        self._setup(open_container, feature_spec, image_size=image_size,
-                    color_mode=color_mode, interpolation=interpolation, rescale=rescale,
-                    decoder=decoder, label_mode=label_mode, class_names=class_names,
-                    verbose=verbose, storage_options=storage_options,
-                    remote_cache=remote_cache, example=_example, common=common)
+        self._setup(open_container, feature_spec, options=options, label_mode=label_mode,
+                    class_names=class_names, verbose=verbose,
+                    storage_options=storage_options, remote_cache=remote_cache,
+                    example=_example, common=common)
 
     @property
     def index(self) -> list[tuple[int, int]]:

@@ -21,12 +21,14 @@ import numpy as np
 
 from kerasgen import _budget, _checks, _redact
 from kerasgen._progress import progress
-from kerasgen._typing import (ColorMode, Decoder, ImageSize, Interpolation, LabelMode,
-                              StrPath)
+from kerasgen import _images as images
+from kerasgen._typing import (Cache, ColorMode, Decoder, ImageSize, Interpolation, LabelMode,
+                              OnError, StrPath)
 from kerasgen.base import Generator
 from kerasgen.formats import example as example_mod
 from kerasgen.formats.example import (A_LIST, FLOAT32_EXACT, KINDS, LISTS,  # noqa: F401
                                       SUGGEST, FeatureKind)
+from kerasgen.formats.base import SampleVersions
 from kerasgen.formats.names import expand  # noqa: F401  (the names this module had)
 from kerasgen.formats.names import has_magic as _has_magic  # noqa: F401
 from kerasgen.formats.shards import Shards
@@ -35,7 +37,9 @@ from kerasgen.formats.tfrecord import (COMPRESSION_TYPES, PIP,  # noqa: F401
                                        check_compression, compression_of, decompress,
                                        google_crc32c, header_length, import_example,
                                        index_records, is_tfrecord, masked_crc)
-from kerasgen.loader import DECODERS, ImageLoader
+from kerasgen.loader import DECODERS, ImageLoader  # noqa: F401  (DECODERS: its old name here)
+from kerasgen.loading.options import ImageOptions
+from kerasgen.pipeline import feeding
 from kerasgen.sources import _remote
 from kerasgen.sources._core import ArraySource
 from kerasgen.sources._image import ImageSource, check_rescale
@@ -85,20 +89,30 @@ class Records:
     def index(self) -> Any:
         return getattr(self.container, "index", None)
 
-    def source(self, image_size: ImageSize, color_mode: ColorMode,
-               interpolation: Interpolation, rescale: float | None,
-               class_names: Sequence[str] | None, verbose: int,
-               decoder: Decoder = "opencv") -> ImageSource | ArraySource:
-        """The records as a source: of "image" features, decoded by an ImageLoader, or of
-        numeric ones, in memory."""
+    def source(self, options: ImageOptions, class_names: Sequence[str] | None,
+               processes: int | None = None) -> ImageSource | ArraySource:
+        """The records as a source: of "image" features, decoded by an ImageLoader of
+        `options` (its cache, on_error, decode threads, max_pixels, decoder), or of
+        numeric ones, in memory. `processes`: the worker processes sharing its cache."""
         if self.image_key is None:  # the image options apply to "image" features only
             return ArraySource(self.numeric, self.labels, class_names=class_names,
                                describe=self.describe)
         loader = ImageLoader([self.describe(i) for i in range(len(self.container))],
-                             image_size, color_mode, interpolation, verbose=verbose,
-                             read=self.image_bytes, decoder=decoder)
+                             options, read=self.image_bytes, processes=processes,
+                             store=SampleVersions(self))
         return _RecordImages(loader, self.labels, class_names=class_names,
-                             rescale=check_rescale(rescale), describe=self.describe)
+                             rescale=check_rescale(options.rescale), describe=self.describe)
+
+    # what a decoded-image file cache keys records by (formats.base.SampleVersions)
+    def __len__(self) -> int:
+        return len(self.container)
+
+    @property
+    def shards(self) -> Shards:
+        return self.container.shards
+
+    def version_at(self, k: int) -> tuple[int, int]:
+        return self.container.version_at(k)
 
     def _scan(self, verbose: int) -> tuple[list[Any] | None, np.ndarray | None]:
         """Labels (and numeric features) of every record, read once."""
@@ -198,8 +212,7 @@ class _ExampleGenerator(Generator):
     prefetch_auto = 2
 
     def _setup(self, open_container: Callable[[_remote.Store], Container],
-               feature_spec: Any, *, image_size: ImageSize, color_mode: ColorMode,
-               interpolation: Interpolation, rescale: float | None, decoder: Decoder,
+               feature_spec: Any, *, options: ImageOptions,
                label_mode: LabelMode | Literal["auto"] | None,
                class_names: Sequence[str] | None, verbose: int,
                storage_options: Mapping[str, Any] | None,
@@ -207,21 +220,35 @@ class _ExampleGenerator(Generator):
                common: dict[str, Any]) -> None:
         """Checks the arguments and the dependencies (`example()` imports the Example
         class), opens the container (`open_container(store)`: the files listed, fetched
-        and indexed) and starts the Generator."""
+        and indexed) and starts the Generator; "image" features are decoded as
+        `options` (one `ImageOptions`, checked when made) say."""
         known = inspect.signature(Generator.__init__).parameters
         unknown = {k: v for k, v in common.items() if k not in known}
         if unknown:  # Generator.__init__'s TypeError, before any file is fetched
             _checks.unknown_arguments(self, unknown)
-        _checks.one_of("decoder", decoder, DECODERS)  # numeric records never use it
         spec = _check_spec(feature_spec)  # before any file is read
         example()
         store = _remote.Store(storage_options, _remote.check_cache(remote_cache))
         self.records = Records(open_container(store), spec, example, verbose)
         if label_mode == "auto":
             label_mode = "int" if self.records.label_key is not None else None
-        super().__init__(source=self.records.source(image_size, color_mode, interpolation,
-                                                    rescale, class_names, verbose, decoder),
+        processes = feeding.worker_processes(common.get("workers", 1),
+                                             common.get("use_multiprocessing", False))
+        super().__init__(source=self.records.source(options, class_names, processes),
                          label_mode=label_mode, **common)
+
+    @staticmethod
+    def _options(image_size: Any, color_mode: Any, interpolation: Any, rescale: Any,
+                 decoder: Any, verbose: int, crop_to_aspect_ratio: Any,
+                 pad_to_aspect_ratio: Any, cache: Any, on_error: Any, decode_threads: Any,
+                 max_pixels: Any) -> ImageOptions:
+        """The image options of "image" features, checked (8-bit images, as before)."""
+        return ImageOptions(image_size=image_size, color_mode=color_mode,
+                            interpolation=interpolation, rescale=rescale, decoder=decoder,
+                            verbose=verbose, crop_to_aspect_ratio=crop_to_aspect_ratio,
+                            pad_to_aspect_ratio=pad_to_aspect_ratio, cache=cache,
+                            on_error=on_error, decode_threads=decode_threads,
+                            max_pixels=max_pixels, bit_depth=8)
 
     # what users read, kept on the generator (the records and the source hold them)
     @property
@@ -255,6 +282,12 @@ class _ExampleGenerator(Generator):
     def loader(self) -> ImageLoader | None:
         """The ImageLoader of "image" features (None for numeric ones)."""
         return getattr(self.source, "loader", None)
+
+    @property
+    def skipped(self) -> list[str]:
+        """Every record skipped so far (on_error="skip": its image could not be
+        decoded), as errors name it; a URL's password and query values masked."""
+        return [] if self.loader is None else _redact.redact_all(self.loader.skipped)
 
     @property
     def image_size(self) -> tuple[int, int] | None:
@@ -316,6 +349,13 @@ class TFRecordGenerator(_ExampleGenerator):
             ImageFolderGenerator (JPEG records decoded by nvImageCodec, the GPU's where
             CUDA is present).
         label_mode: "int" (default, as Keras) when there is a "label" feature, else None.
+        cache, on_error, decode_threads, max_pixels, crop_to_aspect_ratio,
+            pad_to_aspect_ratio: for "image" features, as for ImageFolderGenerator (one
+            `ImageOptions`), except that `cache` defaults to None (no cache; "memory",
+            "auto" or a file path as there: a file cache keys each record by its file's
+            version and its place in the file). With on_error="skip" a record whose
+            image cannot be decoded is replaced by another record of its class, with a
+            warning, and `gen.skipped` names it ("record 3 (byte 120) of x.tfrecord").
         max_record_bytes: the most bytes a record may declare (default 268_435_456,
             256 MiB; None: no limit), checked in each record's header before it is
             read, as `max_pixels` guards decoding, and while a compressed file is
@@ -337,10 +377,17 @@ class TFRecordGenerator(_ExampleGenerator):
                  max_record_bytes: int | None = _budget.MAX_RECORD_BYTES,
                  storage_options: Mapping[str, Any] | None = None,
                  remote_cache: StrPath | RemoteCache | None = None,
+                 crop_to_aspect_ratio: bool = False, pad_to_aspect_ratio: bool = False,
+                 cache: Cache = None, on_error: OnError = "raise",
+                 decode_threads: int | None = None,
+                 max_pixels: int | None = images.MAX_PIXELS,
                  **common: Any) -> None:
         _checks.labels_come_from(self, common, "the feature of kind 'label' in "
                                  "`feature_spec`")
         limit = self.max_record_bytes = _budget.check_max_record_bytes(max_record_bytes)
+        options = self._options(image_size, color_mode, interpolation, rescale, decoder,
+                                verbose, crop_to_aspect_ratio, pad_to_aspect_ratio, cache,
+                                on_error, decode_threads, max_pixels)
         if isinstance(common.get("features"), Mapping):  # the old name of feature_spec
             if feature_spec is not None:
                 raise TypeError("TFRecordGenerator got two feature specs: `feature_spec` and "
@@ -359,11 +406,10 @@ class TFRecordGenerator(_ExampleGenerator):
             return TFRecordFiles(Shards(files, "TFRecord file", store, compression,
                                         verbose, limit), verbose)
 
-        self._setup(open_container, feature_spec, image_size=image_size,
-                    color_mode=color_mode, interpolation=interpolation, rescale=rescale,
-                    decoder=decoder, label_mode=label_mode, class_names=class_names,
-                    verbose=verbose, storage_options=storage_options,
-                    remote_cache=remote_cache, example=import_example, common=common)
+        self._setup(open_container, feature_spec, options=options, label_mode=label_mode,
+                    class_names=class_names, verbose=verbose,
+                    storage_options=storage_options, remote_cache=remote_cache,
+                    example=import_example, common=common)
 
     @property
     def index(self) -> list[tuple[int, int, int, int]]:

@@ -27,6 +27,7 @@ from kerasgen import _checks
 from kerasgen import _images as images
 from kerasgen._typing import (Cache, ColorMode, Decoder, ImageSize, Interpolation, OnError,
                               StrPath)
+from kerasgen.formats.base import SampleVersions
 from kerasgen.formats.base import read_at as _read_at  # noqa: F401  (the names this module had)
 from kerasgen.formats.labels import INT_FIELDS, JSON_FIELDS, TEXT_FIELDS  # noqa: F401
 from kerasgen.formats.names import brace_names, expand_braces  # noqa: F401
@@ -54,34 +55,7 @@ def shard_names(shards: Any) -> list[str]:
     return brace_names(shards, WHAT)
 
 
-# ------------------------------------------------------------------ the generator
-class _Versions(_remote.Store):
-    """The store of the loader: it reads no URL (images come from `samples.read`); a
-    decoded-image file cache keys each sample ("shard#key") by its shard's version and
-    its image's offset."""
-
-    def __init__(self, samples: TarSamples) -> None:
-        super().__init__()
-        self.samples = samples
-        self._found: tuple[dict[str, int], dict[int, str]] | None = None
-
-    def version(self, path: str) -> str | None:
-        if self._found is None:
-            self._found = ({self.samples.describe(k): k for k in range(len(self.samples))},
-                           {})
-        numbers, shards = self._found
-        index = numbers.get(path)
-        if index is None:
-            return None
-        number = int(self.samples.shard[index])
-        if number not in shards:
-            shards[number] = self.samples.version(number)
-        return f"{shards[number]}@{int(self.samples.offsets[index])}"
-
-    def __getstate__(self) -> dict[str, Any]:
-        state = super().__getstate__()
-        state["_found"] = None
-        return state
+_Versions = SampleVersions  # the old name (the store of a record loader)
 
 
 # ------------------------------------------------------------------ the generator
@@ -203,7 +177,7 @@ class WebDatasetGenerator(_ImageFileGenerator):
             interpolation=interpolation, cache=cache, on_error=on_error,
             decode_threads=decode_threads, decoder=decoder, verbose=verbose,
             aspect=aspect, max_pixels=max_pixels, read=self.samples.read,
-            store=_Versions(self.samples))
+            store=SampleVersions(self.samples))
         super().__init__(source=source, label_mode=label_mode, **common)
 
     # what users read, kept on the generator (the samples hold them)

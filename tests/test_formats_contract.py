@@ -9,6 +9,7 @@ answer fail too.
 
 import gzip
 import io
+import os
 import shutil
 import struct
 import subprocess
@@ -246,3 +247,81 @@ def test_an_arrayrecord_file_reads_the_records_of_the_tfrecord_file(tmp_path):
     streamed = kg.StreamGenerator(str(tmp_path / "r.tfrecord"), "tfrecord",
                                   class_names=NAMES, **STREAM)
     assert_same(indexed[0], streamed[0])
+
+
+# ------------------------------------------------------------------ image options
+def example_files(tmp_path, kind, records):
+    """A TFRecord or ArrayRecord file of `records` and the generator class reading it."""
+    if kind == "tfrecord":
+        path = tmp_path / "r.tfrecord"
+        path.write_bytes(tfrecord_bytes(records))
+        return str(path), kg.TFRecordGenerator
+    module = pytest.importorskip("array_record.python.array_record_module")
+    path = tmp_path / "r.array_record"
+    writer = module.ArrayRecordWriter(str(path), "group_size:1")
+    for data in records:
+        writer.write(data)
+    writer.close()
+    return str(path), kg.ArrayRecordGenerator
+
+
+SPEC = {"image": "image", "label": "label"}
+KINDS = ["tfrecord", "arrayrecord"]
+
+
+def corrupt_example(i):
+    message = Example()
+    message.features.feature["image"].bytes_list.value.append(b"\xff\xd8\xff not a JPEG")
+    message.features.feature["label"].int64_list.value.append(i % 2)
+    return message.SerializeToString()
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_corrupt_image_in_a_record_is_skipped_and_reported(tmp_path, kind):
+    records = [corrupt_example(i) if i == 2 else example(i, TFRECORD_LABELS["int"])
+               for i in range(COUNT)]
+    path, generator = example_files(tmp_path, kind, records)
+    raising = generator(path, SPEC, class_names=NAMES, verbose=0, **COMMON)
+    with pytest.raises(ValueError, match=r"record 2 .*r\.(tfrecord|array_record)"):
+        raising[0]
+    skipping = generator(path, SPEC, class_names=NAMES, on_error="skip", verbose=0, seed=0,
+                         **COMMON)
+    with pytest.warns(UserWarning, match="Skipping an undecodable image"):
+        x, y = skipping[0]
+    assert len(skipping.skipped) == 1 and skipping.skipped[0].startswith("record 2 ")
+    assert np.asarray(y).tolist() == EXPECTED_Y
+    assert any(np.array_equal(x[2], EXPECTED_X[k]) for k in (0, 4))  # one of its class
+    np.testing.assert_array_equal(np.delete(x, 2, 0), np.delete(EXPECTED_X, 2, 0))
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_memory_cache_serves_later_epochs_without_reading_the_file(tmp_path, kind):
+    path, generator = example_files(tmp_path, kind,
+                                    [example(i, TFRECORD_LABELS["int"]) for i in range(COUNT)])
+    gen = generator(path, SPEC, class_names=NAMES, cache="memory", verbose=0, **COMMON)
+    assert generator(path, SPEC, verbose=0, **COMMON).loader.cache is None  # the default
+    np.testing.assert_array_equal(gen[0][0], EXPECTED_X)
+    with open(path, "r+b") as f:  # the same file, its bytes spoilt: reading would fail
+        f.write(b"\0" * os.path.getsize(path))
+    np.testing.assert_array_equal(gen[0][0], EXPECTED_X)  # from the cache
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_the_other_image_options_reach_the_loader(tmp_path, kind):
+    wide = np.zeros((4, 8, 3), np.uint8)
+    wide[:, 2:6] = 200  # the centre, what crop_to_aspect_ratio keeps
+    message = Example()
+    message.features.feature["image"].bytes_list.value.append(
+        cv2.imencode(".png", wide)[1].tobytes())
+    message.features.feature["label"].int64_list.value.append(0)
+    path, generator = example_files(tmp_path, kind, [message.SerializeToString()] * 2)
+    options = dict(image_size=(4, 4), dtype="uint8", batch_size=2, shuffle=False, verbose=0)
+    cropped = generator(path, SPEC, crop_to_aspect_ratio=True, decode_threads=1, **options)
+    assert cropped.loader.options.decode_threads == 1
+    assert (cropped[0][0] == 200).all()
+    assert not (generator(path, SPEC, **options)[0][0] == 200).all()  # squeezed
+    small = generator(path, SPEC, max_pixels=16, **options)
+    with pytest.raises(ValueError, match="max_pixels"):
+        small[0]
+    with pytest.raises(ValueError, match=r"`on_error` must be one of"):
+        generator(path, SPEC, on_error="ignore", **options)

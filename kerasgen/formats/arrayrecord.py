@@ -190,6 +190,10 @@ class ArrayRecordFiles:
                              f"cannot be read ({error}). Rewrite the file, or restore an "
                              "intact copy.") from None
 
+    def version_at(self, k: int) -> tuple[int, int]:
+        """(file number, record number in it) of record `k` (`SampleVersions`)."""
+        return self.locate(k)
+
     def where(self, k: int) -> str:
         number, position = self.locate(k)
         return f"record {position} of {self.shards.shown(number)}"

@@ -192,3 +192,33 @@ class CallableRecords(ShardReader):
             return x, (first_of(raw, self.label_keys, "label_key", where)[1] if labeled
                        else None)
         return raw, None
+
+
+class SampleVersions(_remote.Store):
+    """The store of a loader whose images come from records (`read=`), not files: it
+    reads no URL; a decoded-image file cache keys each sample (as `samples.describe(k)`
+    names it) by `samples.version_at(k)`: (shard number, where the sample lies in it),
+    the shard's version (`samples.shards.version(number)`, asked once) and that place."""
+
+    def __init__(self, samples: Any) -> None:
+        super().__init__()
+        self.samples = samples
+        self._found: tuple[dict[str, int], dict[int, str]] | None = None
+
+    def version(self, path: str) -> str | None:
+        if self._found is None:
+            self._found = ({self.samples.describe(k): k for k in range(len(self.samples))},
+                           {})
+        numbers, shards = self._found
+        index = numbers.get(path)
+        if index is None:
+            return None
+        number, at = self.samples.version_at(index)
+        if number not in shards:
+            shards[number] = self.samples.shards.version(number)
+        return f"{shards[number]}@{at}"
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = super().__getstate__()
+        state["_found"] = None
+        return state

@@ -245,6 +245,8 @@ class Container(Protocol):
 
     def where(self, k: int) -> str: ...
 
+    def version_at(self, k: int) -> tuple[int, int]: ...
+
 
 class TFRecordFiles:
     """The records of TFRecord files (uncompressed local files: `shards.paths`, a
@@ -282,6 +284,10 @@ class TFRecordFiles:
                 f"{offset - 12}) fails its CRC32C check ({length} bytes). Rewrite the file, "
                 f"or restore an intact copy.")
         return data
+
+    def version_at(self, k: int) -> tuple[int, int]:
+        """(file number, byte offset of its data) of record `k` (`SampleVersions`)."""
+        return self.index[k][0], self.index[k][1]
 
     def where(self, k: int) -> str:
         number, offset, _, record = self.index[k]

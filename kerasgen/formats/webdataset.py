@@ -149,6 +149,11 @@ class TarSamples:
                              "after it was indexed).")
         return np.frombuffer(data, np.uint8)
 
+    def version_at(self, index: int) -> tuple[int, int]:
+        """(shard number, byte offset of its image) of sample `index`: what keys it in a
+        decoded-image file cache (`formats.base.SampleVersions`)."""
+        return int(self.shard[index]), int(self.offsets[index])
+
     def version(self, number: int) -> str:
         """What identifies the content of shard `number` (a decoded-image file cache is
         rebuilt when it changes)."""
