@@ -149,7 +149,7 @@ class DetectionGenerator(_ImageFileGenerator):
         if keep is not None:
             found = found.subset(keep)
         class_ids, names = _class_ids(found, class_names)
-        sizes = _sizes(found, store, decode_threads)
+        sizes = _sizes(found, store, decode_threads, options.on_error)
         targets, dropped = _resized(found, class_ids, sizes, size, aspect)
         if dropped:
             shown = ", ".join(f"box {b} of {found.where[i]}" for i, b in dropped[:3])
@@ -320,16 +320,18 @@ def _class_ids(found: annotations_mod.Annotations,
 
 
 def _sizes(found: annotations_mod.Annotations, store: _remote.Store,
-           threads: int | None) -> list[tuple[int, int]]:
+           threads: int | None, on_error: str = "raise") -> list[tuple[int, int] | None]:
     """Each image's (height, width) as the loader decodes it: read from the file's
     header (a local file always: a size the annotations give must agree), else the
-    annotations' size (a URL's, not fetched twice)."""
+    annotations' size (a URL's, not fetched twice). A file whose header cannot be read
+    and whose size the annotations do not give is an error, or with on_error="skip"
+    None: the loader skips it when it is loaded (a stand-in brings its own boxes)."""
     from concurrent.futures import ThreadPoolExecutor
 
     def read(path: str) -> np.ndarray:
         return store.read(path, "image file")
 
-    def size(i: int) -> tuple[int, int]:
+    def size(i: int) -> tuple[int, int] | None:
         path, given = found.paths[i], found.sizes[i]
         if given is not None and _remote.is_url(path):
             return given
@@ -338,6 +340,8 @@ def _sizes(found: annotations_mod.Annotations, store: _remote.Store,
         except (OSError, ValueError):
             if given is not None:
                 return given  # a bad file: on_error decides when it is loaded
+            if on_error == "skip":
+                return None  # never loaded: its boxes are never used
             raise
         if given is not None and tuple(given) != tuple(real):
             raise ValueError(
@@ -352,13 +356,18 @@ def _sizes(found: annotations_mod.Annotations, store: _remote.Store,
 
 
 def _resized(found: annotations_mod.Annotations, class_ids: list[np.ndarray],
-             sizes: list[tuple[int, int]], image_size: tuple[int, int],
+             sizes: list[tuple[int, int] | None], image_size: tuple[int, int],
              aspect: str | None) -> tuple[list[boxes_mod.ImageBoxes], list[tuple[int, int]]]:
     """(per image, its ImageBoxes on the loaded image; the (image, box) pairs dropped:
     no area left once resized)."""
     targets: list[boxes_mod.ImageBoxes] = []
     dropped: list[tuple[int, int]] = []
     for i, size in enumerate(sizes):
+        if size is None:  # a bad file skipped when loaded: no boxes of its own
+            targets.append(boxes_mod.ImageBoxes(
+                np.zeros((0, 4), np.float32), class_ids[i][:0],
+                None if found.keypoints is None else np.zeros((0, 2), np.float32)))
+            continue
         boxes = found.boxes[i]
         if found.relative:
             boxes = boxes * np.array([size[1], size[0], size[1], size[0]], np.float32)

@@ -770,9 +770,10 @@ class CSVGenerator(_ImageFileGenerator, IteratorNames):
             (and its `target_image_size` and `target_color_mode`).
         **common: see `kg.Generator`.
 
-    `image_size`, `color_mode`, `class_names`, `interpolation`, `rescale`, `cache`,
-    `on_error`, `decode_threads`, `decoder`, `verbose`, `max_pixels`, `bit_depth`,
-    `storage_options` and `remote_cache` are as for ImageFolderGenerator.
+    `image_size`, `color_mode`, `class_names`, `interpolation`, `crop_to_aspect_ratio`,
+    `pad_to_aspect_ratio`, `rescale`, `cache`, `on_error`, `decode_threads`, `decoder`,
+    `verbose`, `max_pixels`, `bit_depth`, `storage_options` and `remote_cache` are as
+    for ImageFolderGenerator.
     """
 
     def __init__(self, csv: StrPath | pd.DataFrame, *, x_col: str = "filename",
@@ -781,7 +782,9 @@ class CSVGenerator(_ImageFileGenerator, IteratorNames):
                  class_names: Sequence[str] | None = None,
                  label_mode: LabelMode | None = "int", label_delimiter: str | None = "|",
                  on_missing: Literal["raise", "skip"] = "raise", allow_outside: bool = False,
-                 interpolation: Interpolation = "bilinear", rescale: float | None = None,
+                 interpolation: Interpolation = "bilinear",
+                 crop_to_aspect_ratio: bool = False, pad_to_aspect_ratio: bool = False,
+                 rescale: float | None = None,
                  cache: Cache = "auto", on_error: OnError = "raise",
                  decode_threads: int | None = None, decoder: Decoder = "opencv",
                  verbose: int = 1,
@@ -827,6 +830,8 @@ class CSVGenerator(_ImageFileGenerator, IteratorNames):
         self.table = table
         self.directory = directory
         self.validation_split, self.subset = validation_split, subset
+        self.crop_to_aspect_ratio = options.crop_to_aspect_ratio
+        self.pad_to_aspect_ratio = options.pad_to_aspect_ratio
         root = (_paths.Root.of(directory) if directory is not None and not allow_outside
                 else None)  # checked again as each file (mask, target) is opened
         listing_s = time.perf_counter() - listing_started

@@ -294,22 +294,24 @@ class ImageLoader:
 
     def load_rows(self, indices: np.ndarray, pixels: np.ndarray,
                   masks: np.ndarray | None = None, substitutes: Substitutes | None = None,
-                  ) -> list[np.ndarray | None]:
+                  loaded: list[int] | None = None) -> list[np.ndarray | None]:
         """Loads samples `indices` into the uint8 rows of `pixels`, in this thread: with
         decoder="nvimgcodec" the JPEGs among them in one call (RGB), the rest one by one.
         Returns the mask of each image loaded (a stand-in's for a skipped sample): the
         rows of `masks` when given, else new arrays of the mask files' own dtype; None
-        each without masks."""
+        each without masks. `loaded` gets the index whose image each row holds."""
         done: set[int] = set()
         if self.nv is not None and self.color_mode == "rgb":
             done = decode_jpegs(self, indices, pixels)
         found: list[np.ndarray | None] = []
         for k, index in enumerate(indices):  # a mask is the loaded image's (a stand-in's)
             index = int(index)
-            loaded = index if k in done else self.load_into(index, pixels[k], substitutes)
-            found.append(self._with_mask(index, loaded, pixels[k],
-                                         None if masks is None else masks[k],
-                                         substitutes)[1])
+            held, mask = self._with_mask(
+                index, index if k in done else self.load_into(index, pixels[k], substitutes),
+                pixels[k], None if masks is None else masks[k], substitutes)
+            found.append(mask)
+            if loaded is not None:
+                loaded.append(held)
         return found
 
     # ----------------------------------------------------------------- the pool

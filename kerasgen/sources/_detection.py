@@ -69,12 +69,12 @@ class DetectionSource(ImageSource):
 
         def chunk(a: int, b: int) -> list[tuple[Any, boxes_mod.ImageBoxes]]:
             pixels = np.empty((b - a,) + loader.sample_shape, loader.pixel_dtype)
+            held: list[int] = []  # the image each row holds (a stand-in's, skipped)
+            with request.stage("decode"):  # decoder="nvimgcodec": the JPEGs in one call
+                loader.load_rows(indices[a:b], pixels, None, request.substitutes, held)
             done = []
             for k in range(a, b):
-                with request.stage("decode"):
-                    held = loader.load_into(int(indices[k]), pixels[k - a],
-                                            request.substitutes)
-                x, targets = pixels[k - a], self.targets[held]
+                x, targets = pixels[k - a], self.targets[held[k - a]]
                 if request.augment is not None:
                     with request.stage("augment"):
                         x, targets = request.augmented(x, request.positions[k], targets)
