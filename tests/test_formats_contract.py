@@ -325,3 +325,44 @@ def test_the_other_image_options_reach_the_loader(tmp_path, kind):
         small[0]
     with pytest.raises(ValueError, match=r"`on_error` must be one of"):
         generator(path, SPEC, on_error="ignore", **options)
+
+
+@pytest.mark.parametrize("name", ["zstd", "bzip2", "xz"])
+def test_a_tfrecord_file_of_another_compression_is_named_by_both_readers(tmp_path, name):
+    plain = tfrecord_bytes([example(i, TFRECORD_LABELS["int"]) for i in range(COUNT)])
+    packed = {"zstd": zstd_frame, "bzip2": COMPRESSORS["bz2"], "xz": COMPRESSORS["xz"]}
+    path = tmp_path / "r.tfrecord.packed"
+    path.write_bytes(packed[name](plain))
+    message = rf"it is {name}-compressed, which no TFRecord reader decompresses"
+    with pytest.raises(ValueError, match=message):
+        kg.TFRecordGenerator(str(path), SPEC, verbose=0, **COMMON)
+    with pytest.raises(ValueError, match=message):
+        kg.StreamGenerator(str(path), "tfrecord", class_names=NAMES, **STREAM)[0]
+    with pytest.raises(ValueError, match=message):  # and named as what it is, not GZIP
+        kg.TFRecordGenerator(str(path), SPEC, compression_type="GZIP", verbose=0, **COMMON)
+    with pytest.raises(ValueError, match=message):
+        kg.StreamGenerator(str(path), "tfrecord", compression_type="GZIP",
+                           class_names=NAMES, **STREAM)[0]
+
+
+def test_an_arrayrecord_file_streams_the_records_it_gives_by_index(tmp_path):
+    """ArrayRecord's streamed read (formats.arrayrecord.ArrayRecordRecords, the reader a
+    stream of ArrayRecord shards would use) gives the records of its indexed read."""
+    pytest.importorskip("array_record.python.array_record_module")
+    from kerasgen.formats.arrayrecord import ArrayRecordRecords
+
+    records = [example(i, TFRECORD_LABELS["name"]) for i in range(COUNT)]
+    path, _ = example_files(tmp_path, "arrayrecord", records)
+    indexed = kg.ArrayRecordGenerator(path, SPEC, class_names=NAMES, verbose=0, **COMMON)
+    reader = ArrayRecordRecords([path], None, None)
+    reader.batch = 4  # two reads of the file: records cross them in order
+    items = list(reader(0))
+    assert [(shard, number) for shard, number, _ in items] == [(0, k) for k in range(COUNT)]
+    parsed = [reader.parse(raw, f"record {k}") for _, k, raw in items]
+    x = np.stack([cv2.cvtColor(cv2.imdecode(np.frombuffer(image, np.uint8),
+                                            cv2.IMREAD_COLOR), cv2.COLOR_BGR2RGB)
+                  for image, _ in parsed])
+    np.testing.assert_array_equal(x, indexed[0][0])
+    np.testing.assert_array_equal(x, EXPECTED_X)
+    assert [label for _, label in parsed] == [NAMES[k] for k in np.asarray(indexed[0][1])]
+    assert [label for _, label in parsed] == [NAMES[k % 2] for k in range(COUNT)]

@@ -13,8 +13,9 @@ import numpy as np
 
 from kerasgen import _budget, _checks, _redact
 from kerasgen._progress import progress
-from kerasgen.formats.base import OpenFiles
-from kerasgen.formats.tfrecord import is_tfrecord
+from kerasgen.formats.base import Broken, OpenFiles
+from kerasgen.formats.tfrecord import TFRecordRecords, import_example, is_tfrecord
+from kerasgen.sources import _remote
 
 PIP = 'pip install "kerasgen3[arrayrecord]"'
 # Random access: no read-ahead (it would read past the record asked for), one thread
@@ -206,3 +207,45 @@ class ArrayRecordFiles:
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
         self._reader = reader_class()
+
+
+class ArrayRecordRecords(TFRecordRecords):
+    """The streamed read of ArrayRecord files: their tf.train.Example records in file
+    order, `batch` at a time (the chunks checked against max_record_bytes first, as
+    `ArrayRecordFiles` checks them), parsed as `TFRecordRecords` parses them; a remote
+    file is read from its local copy."""
+
+    kind = "arrayrecord"
+    batch = 64  # records read at once
+
+    def __init__(self, names: Any, image_key: str | None, label_key: str | None,
+                 labeled: bool = True, store: _remote.Store | None = None,
+                 max_record_bytes: int | None = _budget.MAX_RECORD_BYTES) -> None:
+        reader_class()
+        super().__init__(names, image_key, label_key, labeled, store, "", max_record_bytes)
+        self._example = import_example("ArrayRecordRecords", PIP, False)
+
+    def records(self, name: str) -> Any:
+        path = (self.store.local_copy(name, "ArrayRecord file") if _remote.is_url(name)
+                else _remote.local(name))
+        if not os.path.exists(path):
+            raise FileNotFoundError(f"Shard not found: {name}")
+        check_chunks(path, name, self.max_record_bytes)
+        reader = reader_class()(path, "readahead_buffer_size:0")
+        if not reader.ok():
+            raise Broken("it is not an ArrayRecord file, or it is truncated "
+                         "(ArrayRecordReader cannot open it)")
+        try:
+            count = reader.num_records()
+            for start in range(0, count, self.batch):
+                try:
+                    chunk = reader.read(list(range(start, min(count, start + self.batch))))
+                except RuntimeError as error:  # riegeli's: a hash mismatch, a cut file
+                    raise Broken(f"it is corrupt ({error})") from None
+                yield from (bytes(data) for data in chunk)
+        finally:
+            reader.close()
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._example = import_example("ArrayRecordRecords", PIP, False)

@@ -15,7 +15,7 @@ from kerasgen.sources import _remote
 
 # (image_key, label_key) by default, by reader kind
 KEYS = {"webdataset": ("jpg;png;jpeg", "cls"), "tfrecord": ("image", "label"),
-        "callable": ("image", "label")}
+        "arrayrecord": ("image", "label"), "callable": ("image", "label")}
 OPEN_PER_THREAD = 16  # shard files a thread keeps open (least recently used closed)
 
 Item = tuple[int, int, Any]  # (shard number, record number in the shard, raw record)

@@ -22,7 +22,7 @@ from kerasgen._typing import StrPath
 from kerasgen.formats import example as example_mod
 from kerasgen.formats.base import (Broken, OpenFiles, ShardReader, TooLarge, first_of,
                                    open_shard, read_at)
-from kerasgen.formats.compression import ShardStream, sniff
+from kerasgen.formats.compression import NAMES, ShardStream, sniff
 from kerasgen.sources import _remote
 
 PIP = 'pip install "kerasgen3[tfrecord]"'
@@ -70,6 +70,21 @@ def compression_of(head: bytes) -> str | None:
     return kind if kind in ("GZIP", "ZLIB") else None
 
 
+def foreign_compression(head: bytes) -> str | None:
+    """The name of a compression TFRecord files are never written with ("bzip2", "xz",
+    "zstd") when `head`, a file's first bytes, starts such a stream, else None."""
+    kind = sniff(head)
+    return NAMES[kind] if kind in ("BZ2", "XZ", "ZSTD") else None
+
+
+def foreign_hint(head: bytes) -> str:
+    """What to say of a file whose first record fails its CRC but whose first bytes are
+    another compression's ("" when they are not)."""
+    name = foreign_compression(head)
+    return (f"it is {name}-compressed, which no TFRecord reader decompresses (tf.data "
+            f"reads GZIP and ZLIB): decompress it ({name} -d)" if name else "")
+
+
 def is_tfrecord(head: bytes) -> bool:
     """Whether `head` starts with a TFRecord header (a length and its valid CRC)."""
     return (len(head) >= 12 and google_crc32c is not None
@@ -106,7 +121,8 @@ def decompress(source: str, out: IO[bytes], kind: str, name: str,
         if found != kind:
             hint = (f"it is {found}-compressed: pass compression_type={found!r}" if found
                     else "it is an uncompressed TFRecord file: pass compression_type=None"
-                    if is_tfrecord(head) else "nor any stream TFRecordWriter writes")
+                    if is_tfrecord(head) else foreign_hint(head)
+                    or "nor any stream TFRecordWriter writes")
             raise ValueError(f"{name} is not a {kind} stream (compression_type={kind!r}): "
                              f"{hint}.")
         try:
@@ -185,6 +201,9 @@ def refuse_compressed(path: StrPath, head: bytes) -> None:
             "then decompresses it once into a local copy, whose records it reads by "
             f"offset. Decompress it beforehand{' (gunzip)' if kind == 'GZIP' else ''} "
             "to skip the copy.")
+    if foreign_compression(head) is not None:
+        raise ValueError(f"{path}: {foreign_hint(head)} and pass the file, or write it "
+                         "with compression_type='GZIP'.")
 
 
 def index_records(paths: Sequence[StrPath], verbose: int = 1,
@@ -308,7 +327,9 @@ def tfrecord_records(f: IO[bytes], compression: str,
         raise Broken(f"it is not a {compression} stream (compression_type={compression!r})"
                      + (": it is an uncompressed TFRecord file, pass compression_type=None"
                         if plain else f": it is {found}-compressed" if found
-                        else " (empty)" if not stream.head else ""))
+                        else " (empty)" if not stream.head else
+                        f": {foreign_hint(stream.head)}" if foreign_compression(stream.head)
+                        else ""))
     number = 0
     while True:
         header = stream.read(12)
@@ -319,7 +340,9 @@ def tfrecord_records(f: IO[bytes], compression: str,
         length = header_length(header)
         if length is None:
             hint = (f" (it is {found}-compressed: pass compression_type={found!r})"
-                    if number == 0 and found and not compression else "")
+                    if number == 0 and found and not compression else
+                    f" ({foreign_hint(stream.head)})" if number == 0
+                    and foreign_compression(stream.head) else "")
             raise Broken(f"it is corrupt: a record's length fails its CRC32C check{hint}")
         if limit is not None and length > limit:
             raise _budget.too_large(f"its header (at byte {stream.pos - 12})", length, limit,
