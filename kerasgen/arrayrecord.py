@@ -24,13 +24,13 @@ from kerasgen.formats.shards import Shards
 from kerasgen.formats.tfrecord import import_example
 from kerasgen.sources import _remote
 from kerasgen.sources._remote_cache import RemoteCache
-from kerasgen.tfrecord import FeatureKind, _ExampleGenerator
+from kerasgen.tfrecord import ExampleGenerator, FeatureKind
 
 _reader_class = reader_class  # the old name
 _example = functools.partial(import_example, "ArrayRecordGenerator", PIP, False)
 
 
-class ArrayRecordGenerator(_ExampleGenerator):
+class ArrayRecordGenerator(ExampleGenerator):
     """tf.train.Example records from ArrayRecord files (the format of google/grain),
     with ArrayRecord's random access: shuffling, samplers and workers work as for the
     other generators. The same `feature_spec`, labels, image decoding and errors as

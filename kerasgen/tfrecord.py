@@ -205,7 +205,7 @@ class _RecordImages(ImageSource):
         return None
 
 
-class _ExampleGenerator(Generator):
+class ExampleGenerator(Generator):
     """What TFRecordGenerator and ArrayRecordGenerator share: tf.train.Example records
     of a container (see `Records`), their feature spec, labels and image options."""
 
@@ -303,7 +303,7 @@ class _ExampleGenerator(Generator):
         return None if self.loader is None else self.loader.interpolation
 
 
-class TFRecordGenerator(_ExampleGenerator):
+class TFRecordGenerator(ExampleGenerator):
     """tf.train.Example records from TFRecord files, with random access: an index of
     record offsets is built once (with a progress bar), so shuffling, samplers and
     workers work as for the other generators. Needs TensorFlow (for the Example format)
@@ -423,3 +423,6 @@ class TFRecordGenerator(_ExampleGenerator):
         _redact.warn("TFRecordGenerator.features is deprecated: use `feature_spec`.",
                      DeprecationWarning, stacklevel=2)
         return self.feature_spec
+
+
+_ExampleGenerator = ExampleGenerator  # its old name
