@@ -24,7 +24,8 @@ from kerasgen.sources._detection import DetectionSource
 from kerasgen.sources._remote_cache import RemoteCache
 from kerasgen._typing import (Cache, ColorMode, Decoder, ImageSize, Interpolation, OnError,
                               StrPath, Subset)
-from kerasgen.generators import _check_common, _ImageFileGenerator, _processes, one_subset
+from kerasgen._builders import check_common, one_subset, worker_processes
+from kerasgen._image_files import ImageFileGenerator
 from kerasgen import _redact
 
 if TYPE_CHECKING:
@@ -33,7 +34,7 @@ if TYPE_CHECKING:
 FORMATS = ("auto", "coco", "voc", "csv")
 
 
-class DetectionGenerator(_ImageFileGenerator):
+class DetectionGenerator(ImageFileGenerator):
     """Images and their bounding boxes (and keypoints), for object detection.
 
     A batch is `(images, {"boxes": (b, M, 4) float32, "labels": (b, M) int32})`, the
@@ -124,7 +125,7 @@ class DetectionGenerator(_ImageFileGenerator):
                  remote_cache: StrPath | RemoteCache | None = None,
                  **common: Any) -> None:
         _checks.labels_come_from(self, common, "its annotations")
-        _check_common(self, common)  # before reading the annotations
+        check_common(self, common)  # before reading the annotations
         options = ImageOptions.of(locals()).for_dtype(common.get("dtype"))
         _refuse(common)
         one_subset(self, subset)
@@ -173,7 +174,7 @@ class DetectionGenerator(_ImageFileGenerator):
         self.directory = directory
         root: Any = found.root  # each image read inside it (images.read_file)
         loader = ImageLoader(found.paths, options, root=root, skipped=skipped,
-                             processes=_processes(common), store=store)
+                             processes=worker_processes(common), store=store)
         source = DetectionSource(
             loader, targets, bounding_box_format=bounding_box_format,
             max_boxes=self.max_boxes, max_keypoints=keypoints, class_names=names,

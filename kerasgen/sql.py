@@ -18,10 +18,11 @@ from kerasgen import _checks
 from kerasgen.sources import _remote
 from kerasgen.sources import _listing as listing
 from kerasgen.pipeline.batching import DTYPES, EXACT_INTEGERS
-from kerasgen.sources._listing import _check_unique
+from kerasgen.sources._listing import check_unique
 from kerasgen._typing import LabelMode, StrPath, Subset
-from kerasgen.generators import (ArrayGenerator, CSVGenerator, Splits, _csv_labels, _rows,
-                                 _split, one_subset)
+from kerasgen._builders import Splits, one_subset
+from kerasgen._tables import csv_labels, rows, split_rows
+from kerasgen.generators import ArrayGenerator, CSVGenerator
 
 
 # What one read-only SELECT (joins, CTEs, subqueries, views, functions) asks SQLite's
@@ -115,7 +116,7 @@ def _read_local_query(db: StrPath, query: str) -> listing.Table:
         raise ValueError(f"`db` changed on disk each time it was read (another process "
                          f"writes to it): its rows could be a mix of two versions. Read it "
                          f"when no one writes to it, or read a copy. Received: db={path!r}")
-    _check_unique(names, f"The SQL query {query!r}")
+    check_unique(names, f"The SQL query {query!r}")
     if not rows:
         raise ValueError(f"The SQL query returned no rows from {path}. Received: "
                          f"query={query!r}")
@@ -326,14 +327,14 @@ class SQLFeatureGenerator(Splits, ArrayGenerator):
             for name in y_cols:
                 table.column(name, "y_col")
             _refuse_blob_labels(table, y_cols, label_mode)
-            y = _csv_labels(table, y_cols, label_mode, kwargs.pop("label_delimiter", "|"),
+            y = csv_labels(table, y_cols, label_mode, kwargs.pop("label_delimiter", "|"),
                             class_names, num_classes)
-        keep, class_names, num_classes = _split(y, len(x), label_mode, class_names,
+        keep, class_names, num_classes = split_rows(y, len(x), label_mode, class_names,
                                                 num_classes, validation_split, subset, seed,
                                                 table.describe)
         if keep is not None:
             table.subset(keep)
-            x, y = x[keep], _rows(y, keep)
+            x, y = x[keep], rows(y, keep)
         self.table = table
         self.validation_split, self.subset = validation_split, subset
         super().__init__(x, y, label_mode=label_mode, seed=seed, class_names=class_names,

@@ -462,7 +462,7 @@ class Table:
             frame = csv_source
             if len(frame) == 0:
                 raise ValueError("The DataFrame passed as `csv` has no rows.")
-            _check_unique([str(c) for c in frame.columns], "The DataFrame passed as `csv`")
+            check_unique([str(c) for c in frame.columns], "The DataFrame passed as `csv`")
             self.columns = {str(c): frame[c].tolist() for c in frame.columns}
             self.rows = list(frame.index)
             base_dir = os.getcwd()
@@ -613,7 +613,7 @@ def _read_csv(path, encoding, data=None):
         raise ValueError(f"The CSV file {path} is empty: it needs a header line and at "
                          "least one row.")
     header = [h.strip() for h in header]
-    _check_unique(header, f"The header of {path}")
+    check_unique(header, f"The header of {path}")
     return header, rows, lines
 
 
@@ -646,7 +646,7 @@ class _Reader:
                              f"file {self.path}: {error}{hint}.") from None
 
 
-def _check_unique(names, where):
+def check_unique(names, where):
     seen: dict[Any, int] = {}  # a column's name -> its column
     for k, name in enumerate(names):
         if name in seen:
