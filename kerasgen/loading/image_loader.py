@@ -99,7 +99,8 @@ class ImageLoader:
         self.decode_pool = DecodePool(self.decode_threads, self.processes)
         self.buffers = batching.BufferPool()  # batch arrays, reused when Keras let go
         height, width, channels = self.sample_shape  # the caches hold bytes
-        self.cache = cache_choice.choose(
+        # a pipeline.cache cache, or anything with its get(index) and put(index, row)
+        self.cache: Any = cache_choice.choose(
             options.cache, self.file_paths,
             (height, width, channels * np.dtype(self.pixel_dtype).itemsize),
             color_mode=self.color_mode, interpolation=self.interpolation,
