@@ -146,6 +146,25 @@ def test_on_error_skip_replaces_a_bad_record_by_one_of_its_class_and_reports_it(
                                             **args(batch_size=6, image_size=size))[1])
 
 
+def test_a_bad_tfrecord_image_skipped_is_named_by_its_record(tmp_path):
+    import tensorflow as tf
+
+    path = str(tmp_path / "r.tfrecord")
+    with tf.io.TFRecordWriter(path) as writer:
+        for i in range(6):
+            feature = {"image": tf.train.Feature(bytes_list=tf.train.BytesList(
+                value=[b"garbage" if i == 2 else png(i)])),
+                "label": tf.train.Feature(int64_list=tf.train.Int64List(value=[i % 2]))}
+            writer.write(tf.train.Example(features=tf.train.Features(
+                feature=feature)).SerializeToString())
+    gen = StreamGenerator([path], "tfrecord", on_error="skip", shuffle=False,
+                          **args(batch_size=6))
+    with pytest.warns(KerasgenWarning, match="Skipping an undecodable image"):
+        x, y = gen[0]
+    assert gen.skipped == [f"record 2 of {path}"] and y.tolist() == [0, 1, 0, 1, 0, 1]
+    assert x[2, 0, 0, 1] in (0, 4)  # another record of class 0 stands in
+
+
 def test_cache_keeps_decoded_images_by_shard_and_record(tars, tmp_path):
     reference = StreamGenerator(tars, augment=jitter, **args())
     expected = [reference[b] for b in range(24)]  # past the first pass
