@@ -36,6 +36,9 @@ if TYPE_CHECKING:
 
     from kerasgen.pipeline.making import BatchMaker
     from kerasgen.pipeline.order import EpochOrder
+    from kerasgen.pipeline.stream_order import StreamOrder
+
+    Order = EpochOrder | StreamOrder  # a permutation's, or a stream's
 
 
 def prefetch_depth(prefetch: Any, auto: int) -> int:
@@ -93,7 +96,7 @@ class Recipe:
     the order to the batch's epoch, resume offset, seed and batch order, then makes it
     (in a worker, the order is the worker's own)."""
 
-    def __init__(self, maker: BatchMaker, order: EpochOrder) -> None:
+    def __init__(self, maker: BatchMaker, order: Order) -> None:
         self.maker, self.order = maker, order
 
     def batch(self, epoch: int, offset: int, index: int, seed: int,
@@ -109,7 +112,7 @@ class Feeding:
     made when asked for, always (a view for parallel readers, which ask out of order).
     `name` names the generator in errors (its class)."""
 
-    def __init__(self, maker: BatchMaker, order: EpochOrder, placement: Placement,
+    def __init__(self, maker: BatchMaker, order: Order, placement: Placement,
                  pace: Callable[[bool], None] | None = None, ahead: bool = True,
                  name: str = "Generator") -> None:
         self.maker = maker
@@ -119,7 +122,7 @@ class Feeding:
         self.name = name
         self.pool: _workers.WorkerPool | None = None  # the worker processes, made on
         # their first batch
-        self.view: EpochOrder | None = None  # the order fixed at the epoch whose
+        self.view: Order | None = None  # the order fixed at the epoch whose
         # batches are made ahead
         self.ahead = self._work_ahead() if ahead else None
 
