@@ -68,13 +68,15 @@ def tar_members(f: IO[bytes], size: int, limit: int | None = None,
         block = read_at(f, offset, BLOCK)
         if len(block) < BLOCK:
             return None
-        if sum(block) == 0:  # the end-of-archive marker
+        total = sum(block)
+        if total == 0:  # the end-of-archive marker
             return members if extended is None else None
-        length = octal(block[124:136])
-        if length is None or not checksum_ok(block):
+        stored, length = octal(block[148:156]), octal(block[124:136])
+        if stored is None or length is None or stored != total - sum(block[148:156]) + 256:
             return None
-        check_extended(block, f"The tar header at byte {offset} of {name}", limit)
         kind, data = block[156:157], offset + BLOCK
+        if kind in EXTENDED:
+            check_extended(block, f"The tar header at byte {offset} of {name}", limit)
         following = data + -(-length // BLOCK) * BLOCK
         if kind in (b"x", b"L", b"K"):
             if extended is not None or length > 1 << 20:
