@@ -602,7 +602,7 @@ LAYERS = [
                      "_stats", "_quiet", "_budget", "pipeline", "pipeline.malloc",
                      "pipeline.shm", "pipeline.batching"}),
     ("storage", {"sources._remote_cache", "sources._remote", "sources._paths",
-                 "sources._retry",
+                 "sources._retry", "sources._urls", "sources._catalog",
                  # the readers of shard and record formats (issue 49): bytes, below sources
                  "formats", "formats.base", "formats.compression", "formats.names",
                  "formats.labels", "formats.tar_headers", "formats.tar", "formats.example",

@@ -128,14 +128,14 @@ def test_an_outage_shorter_than_the_deadline_is_ridden_out_with_few_requests(
 
 def test_the_clients_own_retries_are_off_and_kerasgens_are_documented():
     store = _remote.Store({"key": "k", "secret": "s"})
-    options = store._options("s3")
+    options = store.fs.options("s3")
     assert options["config_kwargs"]["retries"] == {"total_max_attempts": 1,
                                                    "mode": "standard"}
     fs, _ = store.filesystem("s3://bucket/x")
     assert fs.retries == 1  # s3fs's own loop
     mine = _remote.Store({"config_kwargs": {"retries": {"max_attempts": 2}}})
-    assert mine._options("s3")["config_kwargs"]["retries"] == {"max_attempts": 2}
-    timeout = store._options("https")["client_kwargs"]["timeout"]
+    assert mine.fs.options("s3")["config_kwargs"]["retries"] == {"max_attempts": 2}
+    timeout = store.fs.options("https")["client_kwargs"]["timeout"]
     assert (timeout.sock_connect, timeout.sock_read) == (5, 15)  # aiohttp's: 300 s
     assert store.retry.limit("gs://b/x") == 1 and store.retry.limit("s3://b/x") == 4  # gcsfs retries
     waits = [_retry.backoff("s3://b/x", n) for n in (1, 2, 3)]
