@@ -40,6 +40,44 @@ def test_take_removes_the_options_from_the_keywords():
     assert options.replace(color_mode="grayscale").color_mode == "grayscale"
 
 
+
+def test_a_generator_carries_one_options_object_down_to_its_loaders(tmp_path):
+    import pickle
+
+    data = _Data(tmp_path, "clean")
+    gen = _folder(data, image_size=SIZE, interpolation="area", rescale=0.5, verbose=0,
+                  crop_to_aspect_ratio=True)
+    options = gen.image_options
+    assert options == ImageOptions(image_size=SIZE, interpolation="area", rescale=0.5,
+                                   verbose=0, crop_to_aspect_ratio=True, bit_depth=8)
+    assert (gen.image_size, gen.interpolation, gen.cache, gen.decoder, gen.bit_depth) == (
+        SIZE, "area", "auto", "opencv", 8)
+    assert gen.loader.options is gen.source.loader.options  # one object, carried whole
+    shared = gen.loader.for_processes(2)
+    assert shared.options is gen.loader.options and shared.processes == 2
+    assert type(shared.cache).__name__ == "SharedMemoryCache"
+    copy = pickle.loads(pickle.dumps(gen.loader))  # what worker processes receive
+    assert copy.options == options.replace(rescale=None) or copy.options == options
+    gen.rescale = 0.25  # what users set later shows in the options they read
+    assert gen.image_options.rescale == 0.25
+    assert ImageOptions.of({"image_size": (3, 4), "batch_size": 2}) == ImageOptions(
+        image_size=(3, 4))
+
+
+def test_the_loaders_older_keywords_still_build_its_options(tmp_path):
+    data = _Data(tmp_path, "clean")
+    old = ImageLoader(data.paths, SIZE, "grayscale", "nearest", aspect="pad")
+    assert old.options == ImageOptions(image_size=SIZE, color_mode="grayscale",
+                                       interpolation="nearest", pad_to_aspect_ratio=True,
+                                       cache=None, bit_depth=8)
+    new = ImageLoader(data.paths, old.options)
+    np.testing.assert_array_equal(old.load(2), new.load(2))
+    with pytest.raises(TypeError, match="one ImageOptions"):
+        ImageLoader(data.paths, old.options, cache="memory")
+    with pytest.raises(ValueError, match="aspect"):
+        ImageOptions.from_loader_keywords(SIZE, aspect="stretch")
+
+
 # ----------------------------------------------------------------- no import circle
 def _import_circles():
     """The strongly connected sets (of two modules or more) of kerasgen's run-time

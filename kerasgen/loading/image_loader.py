@@ -12,7 +12,6 @@ generator hands it sample indices and a place to write them.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager
 from typing import Any
 
@@ -76,8 +75,11 @@ class ImageLoader:
         elif legacy or legacy_keywords:
             raise TypeError("ImageLoader takes its image options as one ImageOptions. "
                             f"Received also: {sorted(legacy_keywords) or legacy}.")
-        self.options = options.replace(image_size=_checks.image_size(options.image_size),
-                                       bit_depth=options.depth(None))
+        if options.image_size is None:  # a size of their own: not an ImageLoader's
+            _checks.image_size(options.image_size)
+        if options.bit_depth is None:
+            options = options.replace(bit_depth=options.depth(None))
+        self.options = options  # carried whole: for_processes passes it on
         self.file_paths = list(file_paths)
         self.pixel_dtype = images.pixel_dtype(self.bit_depth)
         self.store = store
@@ -323,10 +325,6 @@ class ImageLoader:
     def threads(self) -> int:
         """Decode threads of this process's pool (see `DecodePool.threads`)."""
         return self.decode_pool.threads()
-
-    def pool(self) -> ThreadPoolExecutor:
-        """This process's decode pool (see `DecodePool.pool`)."""
-        return self.decode_pool.pool()
 
     @property
     def _width(self) -> int | None:

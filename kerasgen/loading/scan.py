@@ -30,7 +30,7 @@ def validate(loader: Any) -> list[str]:
                 return loader.mask_paths[index]
         return None
 
-    results = loader.pool().map(check, range(len(loader.file_paths)))
+    results = loader.decode_pool.pool().map(check, range(len(loader.file_paths)))
     return [p for p in progress(results, "Validating images", len(loader.file_paths),
                                 loader.verbose) if p is not None]
 
@@ -54,6 +54,6 @@ def thumbnails(loader: Any, indices: npt.ArrayLike, table: dict[int, np.ndarray 
             loader.bad.record(loader.file_paths[i], error)
             return i, None
 
-    for i, image in progress(loader.pool().map(thumb, todo), "Making thumbnails",
+    for i, image in progress(loader.decode_pool.pool().map(thumb, todo), "Making thumbnails",
                              len(todo), loader.verbose):
         table[i] = None if image is None else image.astype(np.float32)
