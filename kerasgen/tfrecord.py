@@ -22,6 +22,7 @@ import numpy as np
 from kerasgen import _budget, _checks, _redact
 from kerasgen._progress import progress
 from kerasgen import _images as images
+from kerasgen._builders import worker_processes
 from kerasgen._typing import (Cache, ColorMode, Decoder, ImageSize, Interpolation, LabelMode,
                               OnError, StrPath)
 from kerasgen.base import Generator
@@ -39,7 +40,6 @@ from kerasgen.formats.tfrecord import (COMPRESSION_TYPES, PIP,  # noqa: F401
                                        index_records, is_tfrecord, masked_crc)
 from kerasgen.loader import DECODERS, ImageLoader  # noqa: F401  (DECODERS: its old name here)
 from kerasgen.loading.options import ImageOptions
-from kerasgen.pipeline import feeding
 from kerasgen.sources import _remote
 from kerasgen.sources._core import ArraySource
 from kerasgen.sources._image import ImageSource, check_rescale
@@ -232,8 +232,7 @@ class ExampleGenerator(Generator):
         self.records = Records(open_container(store), spec, example, verbose)
         if label_mode == "auto":
             label_mode = "int" if self.records.label_key is not None else None
-        processes = feeding.worker_processes(common.get("workers", 1),
-                                             common.get("use_multiprocessing", False))
+        processes = worker_processes(common)
         super().__init__(source=self.records.source(options, class_names, processes),
                          label_mode=label_mode, **common)
 

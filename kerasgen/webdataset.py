@@ -39,7 +39,8 @@ from kerasgen.formats.tar_headers import tar_members  # noqa: F401
 from kerasgen.formats.webdataset import IMAGE_FIELDS as _IMAGE_FIELDS  # noqa: F401
 from kerasgen.formats.webdataset import WHAT, TarSamples
 from kerasgen.formats.webdataset import member_label as _label  # noqa: F401
-from kerasgen.generators import _check_common, _ImageFileGenerator, image_source
+from kerasgen._builders import check_common
+from kerasgen._image_files import ImageFileGenerator, image_source
 from kerasgen.sources import _remote
 from kerasgen.sources._remote_cache import RemoteCache
 
@@ -59,7 +60,7 @@ _Versions = SampleVersions  # the old name (the store of a record loader)
 
 
 # ------------------------------------------------------------------ the generator
-class WebDatasetGenerator(_ImageFileGenerator):
+class WebDatasetGenerator(ImageFileGenerator):
     """Images (and their labels) from WebDataset tar shards, with random access.
 
     A sample is the group of consecutive tar members sharing a key, as webdataset reads
@@ -151,7 +152,7 @@ class WebDatasetGenerator(_ImageFileGenerator):
                  **common: Any) -> None:
         _checks.labels_come_from(self, common, "the `label_key` field of each sample")
         self.max_record_bytes = _budget.check_max_record_bytes(max_record_bytes)
-        _check_common(self, common)  # before any shard is fetched
+        check_common(self, common)  # before any shard is fetched
         _checks.one_of("label_mode", label_mode, LABEL_MODES)
         _checks.one_of("on_error", on_error, ("raise", "skip"))
         fields_of(image_key, "image_key")
