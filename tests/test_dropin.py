@@ -608,7 +608,7 @@ LAYERS = [
                  "formats.labels", "formats.tar_headers", "formats.tar", "formats.example",
                  "formats.tfrecord", "formats.shards", "formats.webdataset",
                  "formats.arrayrecord", "formats.stream_records"}),
-    ("source", {"_images", "_jpeg", "_labels", "sources", "sources._core",
+    ("source", {"_images", "_resize", "_jpeg", "_labels", "sources", "sources._core",
                 "sources._listing", "sources._boxes", "sources._annotations"}),
     ("order and sampler", {"samplers", "samplers._resample_arrays", "samplers._plan",
                            "samplers._strategy", "samplers._shuffle", "samplers._resampler",
