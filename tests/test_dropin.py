@@ -609,6 +609,7 @@ LAYERS = [
                  "formats.tfrecord", "formats.shards", "formats.webdataset",
                  "formats.arrayrecord", "formats.stream_records"}),
     ("source", {"_images", "_resize", "_jpeg", "_labels", "sources", "sources._core",
+                "sources._csv_table",
                 "sources._listing", "sources._boxes", "sources._annotations"}),
     ("order and sampler", {"samplers", "samplers._resample_arrays", "samplers._plan",
                            "samplers._strategy", "samplers._shuffle", "samplers._resampler",
