@@ -19,35 +19,26 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
 from keras.utils import PyDataset
 
-from kerasgen import _checks, _hooks, _keras_compat, _redact, _validation
-from kerasgen.pipeline import feeding as _feeding
-from kerasgen.pipeline import making as _making
-from kerasgen.pipeline import malloc as _malloc
-from kerasgen.pipeline import order as _order
-from kerasgen.sources import _core as sources_mod
-from kerasgen.pipeline import batching
+from kerasgen import _assembly, _checks, _hooks, _keras_compat, _redact, _validation
 from kerasgen import _labels as labels_mod
-from kerasgen import _seeding as seeding
-from kerasgen import _stats as stats_mod
-from kerasgen import samplers as samplers_mod
-from kerasgen.samplers import _adapters as sampler_adapters
-from kerasgen.pipeline.augmenting import Augmentation
-from kerasgen.sources._image import check_rescale
+from kerasgen._assembly import AUTO
+from kerasgen._readouts import Readouts
 from kerasgen._typing import BatchAugmentSteps
+from kerasgen._views import Views
+from kerasgen.pipeline import batching
+from kerasgen.pipeline import feeding as _feeding
+from kerasgen.pipeline import malloc as _malloc
+from kerasgen.sources import _core as sources_mod
 
 if TYPE_CHECKING:
     import numpy.typing as npt
-    import tensorflow as tf
 
-AUTO = "auto"
 _REDACTED = ("__init__", "validate")  # kerasgen's classes', wrapped by __init_subclass__
-_NOT_SET = object()  # no `self.labels` assigned by a subclass
 
 
-class Generator(PyDataset, _hooks.Hooks):
+class Generator(PyDataset, _hooks.Hooks, Readouts, Views):
     """Base class of every kerasgen generator; subclass it for a custom dataset.
 
     ```python
@@ -174,171 +165,22 @@ class Generator(PyDataset, _hooks.Hooks):
         super().__init__(workers=placement.workers,
                          use_multiprocessing=placement.processes,  # as Keras reads them
                          max_queue_size=placement.max_queue_size)
-        # an image source's memory cache shared with the worker processes
-        source = placement.share(self._source(source, num_samples, labels))
-        self.source: Any = source  # a sources.Source (typed Any for subclasses' kinds)
-        self.num_samples = len(source)
-        self.batch_size = _checks.positive_int("batch_size", batch_size)
-        self.shuffle = bool(shuffle)
-        sampler_adapters.check_seed(sampler, seed)  # before a None seed is drawn
-        seed = seeding.resolve_seed(seed)
-        self.dtype = _checks.one_of("dtype", dtype, batching.DTYPES)
-        self.drop_remainder = bool(drop_remainder)
-        self.augment, self.batch_augment, self.sampler = augment, batch_augment, sampler
-        _validation.refuse_in_validation(self, sampler, augment, batch_augment,
-                                         drop_remainder)
-        label_mode = self._set_targets(label_mode, class_names, num_classes, mask_format,
-                                       sample_weight)
-        self._stats = stats_mod.BatchTimings() if stats else None
-        if self._stats is not None and hasattr(source, "listing_s"):
-            self._stats.add("list", source.listing_s)
-        self._maker = _making.BatchMaker(
-            self._batch_source(), self._targets, name=type(self).__name__,
-            dtype=self.dtype, rescale=self.__dict__.get("_rescale", getattr(
-                source, "rescale", None)),
-            augment=None if augment is None else Augmentation(
-                augment, label_mode, one_shape=self.batch_size > 1),
-            batch_augment=batch_augment, label_mode=label_mode, timings=self._stats)
-        placement.check(self._maker)
-        self._placement = placement
-        self._features = _order.check_features(features, self.num_samples)
+        stages = _assembly.assemble(
+            self, placement, source, num_samples, labels, batch_size=batch_size,
+            shuffle=shuffle, seed=seed, label_mode=label_mode, num_classes=num_classes,
+            class_names=class_names, dtype=dtype, augment=augment,
+            batch_augment=batch_augment, sampler=sampler, drop_remainder=drop_remainder,
+            sample_weight=sample_weight, mask_format=mask_format, features=features,
+            num_shards=num_shards, shard_index=shard_index, stats=stats,
+            rescale=self.__dict__.get("_rescale", _assembly.SOURCES_OWN))
+        self._placement, self._targets, self._maker = placement, stages.targets, stages.maker
+        self._stats, self._features = stages.timings, stages.features
+        self._order, self._feeding = stages.order, stages.feeding
         self._epoch_open = False
         # (epoch, seed) the last `for batch in gen` pass began at
         self._passed: tuple[int, int] | None = None
         self._short_epoch_done = False  # a resumed, shortened epoch just ended in fit
         self.fit_wait_s = None  # set by kg.callbacks.PipelineStats each epoch
-        _order.check_shards(num_shards, shard_index)
-        self.prefetch = placement.prefetch
-        self._order = self._epoch_order(sampler, seed)
-        if num_shards is not None:
-            self._order = self._order.sharded(num_shards, shard_index)
-        self._feeding = self._new_feeding()
-        self._feeding.warm_up()
-        self._order.refuse_empty()
-
-    def _set_targets(self, label_mode: str | None, class_names: Sequence[str] | None,
-                     num_classes: int | None, mask_format: str,
-                     sample_weight: npt.ArrayLike | None) -> str | None:
-        """The targets of the source's labels (`_labels.Targets`), checked, and what the
-        source refuses of them; returns the label mode ("auto" resolved)."""
-        source = self.source
-        named = source.class_names
-        if named is not None and class_names is not None and list(class_names) != list(
-                named):
-            raise ValueError(
-                "`class_names` must be the source's own, which its labels are ids of. "
-                f"Received: class_names={list(class_names)}, and the source names "
-                f"{list(named)}. Leave class_names out, or build the source with them.")
-        if label_mode == AUTO:
-            label_mode = "int" if source.labels is not None else None
-        self._targets = labels_mod.generator_targets(
-            self.num_samples, source.labels, label_mode,
-            source.class_names if class_names is None else class_names, num_classes,
-            mask_format, sample_weight, describe=self.describe_sample)
-        self.label_mode, self.mask_format = label_mode, mask_format
-        self.sample_weight = self._targets.sample_weight
-        sources_mod.check_batches(source, self.dtype, label_mode, self._targets.class_ids)
-        return label_mode
-
-    def _source(self, source: Any, num_samples: int | None, labels: Any) -> Any:
-        """The source given, or a subclass's own (`num_samples`, `labels`)."""
-        if source is None:
-            if num_samples is None:
-                raise TypeError(f"{type(self).__name__} needs `source` (a kerasgen source), "
-                                "or `num_samples` with a load_sample method.")
-            return _hooks.CountedSamples(type(self).__name__, num_samples, labels)
-        if num_samples is not None or labels is not None:
-            raise TypeError(
-                "`source` holds the samples and their labels: pass no `num_samples` or "
-                f"`labels` with it. Received: num_samples={num_samples!r}, labels="
-                f"{'None' if labels is None else '<given>'}.")
-        return sources_mod.check(source)
-
-    def _batch_source(self) -> Any:
-        """What the batch maker loads from: the source, or where this class fills a hook
-        (or says itself what its samples are), the hooks over it."""
-        cls = type(self)
-        if isinstance(self.source, _hooks.CountedSamples) or any(
-                getattr(cls, name) is not getattr(_hooks.Hooks, name) for name in _hooks.HOOKS):
-            return _hooks.HookSource(self, self.source)
-        return self.source
-
-    def _epoch_order(self, sampler: Any, seed: int) -> _order.EpochOrder:
-        context = None
-        if sampler is not None:
-            context = {"class_names": self.class_names, "features": self.sampler_features}
-        order = _order.EpochOrder(
-            self.num_samples, self.batch_size, sampler=sampler, shuffle=self.shuffle,
-            seed=seed, drop_remainder=self.drop_remainder,
-            labels=self._targets.class_ids,
-            context=context, prepare=self._placement.processes)
-        order.file_paths = sources_mod.file_paths_of(self.source)  # states record them
-        return order
-
-    def _new_feeding(self, ahead: bool = True) -> _feeding.Feeding:
-        return _feeding.Feeding(self._maker, self._order, self._placement,
-                                pace=getattr(self.source, "pace", None), ahead=ahead,
-                                name=type(self).__name__)
-
-    @property
-    def rescale(self) -> float | None:
-        """The factor applied when batches convert to a float dtype (the source's)."""
-        maker = self.__dict__.get("_maker")
-        if maker is not None:
-            return maker.rescale
-        return self.__dict__.get("_rescale", getattr(self.source, "rescale", None))
-
-    @rescale.setter
-    def rescale(self, value: float | None) -> None:
-        self.__dict__["_rescale"] = check_rescale(value)
-        if "_maker" in self.__dict__:
-            self._maker.rescale = self.__dict__["_rescale"]
-
-    # ----------------------------------------------------------------- what users read
-    @property
-    def epoch(self) -> int:
-        """The epoch whose batches `gen[i]` returns now."""
-        return self._order.epoch
-
-    @property
-    def seed(self) -> int:
-        """The seed every random draw derives from (drawn once when given as None)."""
-        return self._order.seed
-
-    @seed.setter
-    def seed(self, seed: int | None) -> None:
-        order = self._order
-        order.move_to(order.epoch, order.offset, seeding.resolve_seed(seed),
-                      order.batch_shuffle)
-        self._feeding.forget()
-
-    @property
-    def labels(self) -> Any:
-        """The `labels=` given, as class ids: one int per sample, in source order, so
-        that `gen.class_names[gen.labels[i]]` names the class of sample i (the class
-        name given for it, or, for integer ids, the name of that id). None where
-        samples have no single class ("multi_label", most "raw" targets, no labels).
-
-        A subclass may assign `self.labels` (as a ported `keras.utils.Sequence` does,
-        before or after `super().__init__()`): `gen.labels` is then its own attribute,
-        and kerasgen's class ids (which its samplers use) are unchanged, only not shown
-        here."""
-        own = self.__dict__.get("_own_labels", _NOT_SET)
-        return self._targets.class_ids if own is _NOT_SET else own
-
-    @labels.setter
-    def labels(self, value: Any) -> None:
-        self.__dict__["_own_labels"] = value
-
-    @property
-    def class_names(self) -> list[str] | None:
-        """The names of the classes, in class-id order (None where unknown)."""
-        return self._targets.class_names
-
-    @property
-    def num_classes(self) -> int | None:
-        """The number of classes: the width of one-hot and multi-hot targets."""
-        return self._targets.num_classes
 
     @property
     def num_batches(self) -> int:
@@ -370,51 +212,7 @@ class Generator(PyDataset, _hooks.Hooks):
     def __len__(self) -> int:
         return self._order.num_batches()
 
-    def shard(self, num_shards: int, index: int, remainder: str = "pad") -> Generator:
-        """A view of this generator holding shard `index` of `num_shards`.
-
-        Each epoch the shared plan (from the shared seed) is cut into batches, dealt to
-        the shards in turn: shards are disjoint, reshuffled every epoch, and together
-        hold every batch. All shards get the same number of batches: with
-        remainder="pad" (default) the last round is completed with batches from the
-        epoch's start (at most num_shards - 1 batches seen twice); with "drop" the
-        incomplete last round is left out (different batches each epoch). Samplers run
-        on the whole data set, and each shard reads its share of their plan.
-        """
-        return self._view(self._order.sharded(num_shards, index, remainder))
-
-    def _view(self, order: _order.EpochOrder, ahead: bool = True) -> Generator:
-        """A copy of this generator on `order`, with a feeding of its own."""
-        view = type(self).__new__(type(self))
-        view.__setstate__({**self.__getstate__(), "_order": order, "_ahead": ahead})
-        return view
-
-    def to_tf_dataset(self, epochs: int | None = None, num_parallel_calls: int | None = None,
-                      prefetch: int | None = None) -> tf.data.Dataset:
-        """A tf.data.Dataset yielding exactly this generator's batches, epoch after epoch
-        from the current one (`epochs` of them; None: forever, so pass
-        steps_per_epoch=len(gen) to fit). Batches are computed in parallel, in order.
-        Needs TensorFlow."""
-        from kerasgen import _tfdata as tfdata
-
-        return tfdata.to_tf_dataset(self, epochs, num_parallel_calls, prefetch)
-
-    def at_epoch(self, epoch: int) -> Generator:
-        """A view of this generator serving `epoch` (for parallel readers of other epochs;
-        it makes no batches ahead)."""
-        return self._view(self._order.at_epoch(epoch), ahead=False)  # readers: any order
-
-    def __repr__(self) -> str:
-        return (f"{type(self).__name__}(num_samples={self.num_samples}, "
-                f"batch_size={self.batch_size}, shuffle={self.shuffle}, seed={self.seed}, "
-                f"label_mode={self.label_mode!r}, epoch={self.epoch})")
-
     # ----------------------------------------------------------------- epochs and state
-    def epoch_plan(self, epoch: int | None = None) -> np.ndarray | samplers_mod.Plan:
-        """The sample indices of `epoch` (default: the current one), in batch order (a
-        `kg.samplers.Plan` where the sampler makes synthetic samples, as SMOTE)."""
-        return self._order.epoch_plan(epoch)
-
     def on_epoch_begin(self) -> None:
         if self._short_epoch_done:
             self._short_epoch_done = False
@@ -517,48 +315,6 @@ class Generator(PyDataset, _hooks.Hooks):
         worker): what `gen[index]` returns, the same bytes."""
         return self._feeding.make(index)
 
-    @property
-    def sampler_features(self) -> Any:
-        """The feature space SMOTE searches for neighbours: `features=` when given, else
-        the source's (`features`: x for arrays, 8x8 thumbnails for images)."""
-        if self._features is not None:
-            return self._features
-        return sources_mod.features_of(self.source)
-
-    # ----------------------------------------------------------------- what it counted
-    def stats(self, reset: bool = False) -> dict[str, Any]:
-        """What the generator served and where the time of making batches went (needs
-        stats=True): `batches` and `samples` the caller used (each batch of an epoch
-        once: after `fit`, the steps it trained on), `made` (batches made in this
-        process, work ahead included), `busy_s` (time making them) and `wall_s`,
-        `batches_per_s` and `samples_per_s` (served, over the wall time), seconds per
-        stage (list, read, decode, augment, assemble; summed over the batches made), and
-        `fit_wait_s`, the time model.fit waited on data in the last epoch (measured by
-        kg.callbacks.PipelineStats, which leaves this record as it is). Worker processes
-        make their batches elsewhere: there `made` and the stages stay 0. `reset=True`
-        starts a new count after reading."""
-        return stats_mod.report(self._stats, self.fit_wait_s, reset)
-
-    @property
-    def timings(self) -> stats_mod.BatchTimings | None:
-        """The record of where the time of making batches goes (stats=True), or None."""
-        return self._stats
-
-    def class_counts(self) -> dict[str, dict[Any, int]]:
-        """{"before": {class: count}, "after": {class: count in this epoch's plan}}."""
-        return self._targets.class_counts(lambda: self._order.plan().indices)
-
-    @property
-    def sample_shape(self) -> tuple[int, ...] | None:
-        """The shape of x's samples as batches hold them, where it is known before
-        loading: the source's (an image generator's image_size and channels, an array's
-        rows) after `augment` (applied once to a blank sample with sample 0's draws);
-        None where it is not (a subclass's own samples, masks or boxes augmented with
-        the image, an augmentation that refuses a blank sample)."""
-        if "_sample_shape" not in self.__dict__:
-            self.__dict__["_sample_shape"] = _validation.sample_shape(self)
-        return self.__dict__["_sample_shape"]
-
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
         # a copy (copy.copy and views come through here too) moves on its own
@@ -568,4 +324,6 @@ class Generator(PyDataset, _hooks.Hooks):
     def __setstate__(self, state: dict[str, Any]) -> None:
         ahead = state.pop("_ahead", True)
         self.__dict__.update(state)
-        self._feeding = self._new_feeding(ahead)  # a copy's own (none ahead in a worker)
+        self._feeding = _assembly.new_feeding(  # a copy's own (none ahead in a worker)
+            self._maker, self._order, self._placement, self.source, type(self).__name__,
+            ahead)

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 import kerasgen as kg
+from kerasgen import _assembly
 
 PACKAGE = Path(kg.__file__).resolve().parent  # wherever the checkout is, whatever its name
 
@@ -101,7 +102,7 @@ def test_a_hook_source_is_each_source_protocol_to_a_static_lookup(image_folder):
         def load_batch(self, indices, positions, partners=None, lams=None):
             return super().load_batch(indices, positions, partners, lams)
 
-    source = Watched(image_folder, image_size=(8, 8))._batch_source()
+    source = _assembly.batch_source(Watched(image_folder, image_size=(8, 8)))
     assert isinstance(source, _hooks.HookSource)
     members = ["labels", "class_names", "__len__", "describe", "load", "load_batch",
                "remote", "prefetch", "forget"]
