@@ -16,7 +16,8 @@ import numpy as np
 
 from kerasgen import _checks
 from kerasgen import _images as images
-from kerasgen import _labels as labels_mod
+from kerasgen import _label_cells as label_cells
+from kerasgen import _label_encoding as label_encoding
 from kerasgen.sources import _listing as listing
 from kerasgen.sources import _paths, _remote
 from kerasgen._progress import progress
@@ -151,22 +152,22 @@ def _folder_files(source, label_mode):
 
 def _label_errors(cells, label_mode, label_delimiter, y_col, describe):
     """(warnings, errors) of a CSV label column: the checks CSVGenerator runs on it
-    (labels_mod.column_labels, then labels_mod.encode), their warnings recorded and
+    (label_cells.column_labels, then label_encoding.encode), their warnings recorded and
     their refusal (a missing label, a class id without a row, a third class for
     "binary"...) the error. Cells holding the delimiter under a single-label mode,
     which the generator refuses too, stay a warning: the counts show each combination."""
-    problem = labels_mod.delimiter_problem(cells, label_mode, label_delimiter, y_col,
-                                           describe)
+    problem = label_cells.delimiter_problem(cells, label_mode, label_delimiter, y_col,
+                                            describe)
     found = [] if problem is None else [problem[1]]
-    if label_mode not in labels_mod.CLASS_MODES + ("multi_label",):
+    if label_mode not in label_encoding.CLASS_MODES + ("multi_label",):
         return found, []
     delimiter = label_delimiter if label_mode == "multi_label" else None  # warned above
     errors: list[str] = []
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
-            values = labels_mod.column_labels(cells, label_mode, delimiter, y_col, describe)
-            labels_mod.encode(values, label_mode, describe=describe)
+            values = label_cells.column_labels(cells, label_mode, delimiter, y_col, describe)
+            label_encoding.encode(values, label_mode, describe=describe)
         except ValueError as error:
             # ids that leave a class without a row are the data's or the generator's
             # `num_classes` (which inspect cannot know): a warning here
@@ -198,8 +199,8 @@ def _files_and_labels(source, x_col, y_col, directory, label_mode, label_delimit
     cells = table.columns[y_col]
     found, errors = _label_errors(cells, label_mode, label_delimiter, y_col,
                                   lambda i: f"{paths[i]} ({table.describe(i)})")
-    rows = [labels_mod.split_cell(c, label_delimiter if label_mode == "multi_label"
-                                  else None) for c in cells]
+    rows = [label_cells.split_cell(c, label_delimiter if label_mode == "multi_label"
+                                   else None) for c in cells]
     if label_mode == "multi_label":
         return paths, [[str(v) for v in row or []] for row in rows], None, found, errors
     return paths, [str(c) for c, row in zip(cells, rows) if row], None, found, errors
@@ -258,9 +259,9 @@ def inspect(source: StrPath, x_col: str = "filename", y_col: str | None = "label
     CSVGenerator's ValueError naming the row, and each file is read only inside it,
     unless `allow_outside=True`, as for CSVGenerator.
     """
-    _checks.one_of("label_mode", label_mode, labels_mod.LABEL_MODES)
+    _checks.one_of("label_mode", label_mode, label_encoding.LABEL_MODES)
     max_pixels = images.check_max_pixels(max_pixels)
-    labels_mod.check_delimiter(label_delimiter)
+    label_cells.check_delimiter(label_delimiter)
     paths, labels, class_names, found, label_errors = _files_and_labels(
         source, x_col, y_col, directory, label_mode, label_delimiter, encoding,
         allow_outside)

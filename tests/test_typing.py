@@ -167,7 +167,8 @@ def test_a_hint_that_does_not_resolve_is_found():
 
 
 def test_string_options_are_exactly_the_values_the_code_accepts():
-    from kerasgen import _images, _labels, _typing, image_dataset, samplers, tfrecord
+    from kerasgen import _images, _typing, image_dataset, samplers, tfrecord
+    from kerasgen import _label_encoding as _labels
     from kerasgen.pipeline import batching as _batching
 
     rebalance = importlib.import_module("kerasgen.rebalance")  # kg.rebalance: the function

@@ -31,7 +31,7 @@ import numpy as np
 
 from kerasgen import _checks, _redact
 from kerasgen import _images as images
-from kerasgen import _labels as labels_mod
+from kerasgen import _label_encoding as labels_mod
 from kerasgen.loader import ImageLoader
 from kerasgen.loading.options import ImageOptions
 from kerasgen.pipeline import cache as cache_mod
