@@ -137,7 +137,8 @@ def test_the_clients_own_retries_are_off_and_kerasgens_are_documented():
     assert mine.fs.options("s3")["config_kwargs"]["retries"] == {"max_attempts": 2}
     timeout = store.fs.options("https")["client_kwargs"]["timeout"]
     assert (timeout.sock_connect, timeout.sock_read) == (5, 15)  # aiohttp's: 300 s
-    assert store.retry.limit("gs://b/x") == 1 and store.retry.limit("s3://b/x") == 4  # gcsfs retries
+    retry = store.retry
+    assert retry.limit("gs://b/x") == 1 and retry.limit("s3://b/x") == 4  # gcsfs retries
     waits = [_retry.backoff("s3://b/x", n) for n in (1, 2, 3)]
     assert all(base / 2 <= w <= base for w, base in zip(waits, (0.1, 0.2, 0.4))), waits
     spread = {round(_retry.backoff(f"s3://b/{i}", 1), 4) for i in range(20)}
