@@ -20,7 +20,7 @@ from kerasgen.rebalance import class_weights, rebalance
 
 if TYPE_CHECKING:  # what type checkers and IDEs see of the lazy names below (PEP 484)
     from kerasgen import augment, callbacks, gpu, samplers, viz
-    from kerasgen.sources import _core as sources
+    from kerasgen import sources
     from kerasgen.arrayrecord import ArrayRecordGenerator
     from kerasgen.pipeline.malloc import leave_malloc, tune_malloc
     from kerasgen.sources._remote_cache import RemoteCache

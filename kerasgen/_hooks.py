@@ -25,8 +25,9 @@ import numpy as np
 
 from kerasgen import _checks
 from kerasgen.pipeline import batching
+from kerasgen.sources import _batch_request as batch_request
 from kerasgen.sources import _core as sources_mod
-from kerasgen.sources._core import BatchRequest
+from kerasgen.sources._batch_request import BatchRequest
 
 if TYPE_CHECKING:
     from kerasgen.pipeline.making import BatchMaker
@@ -77,12 +78,12 @@ class Hooks:
             return self.source.load_batch(request)
         augment = (self.augment_sample if own_augment or request.augment is not None
                    else None)
-        return sources_mod.load_each(request, self.load_sample, self.describe_sample,
-                                     self.assemble, self.finish_x, augment)
+        return batch_request.load_each(request, self.load_sample, self.describe_sample,
+                                       self.assemble, self.finish_x, augment)
 
     def _serving(self, indices: np.ndarray, positions: np.ndarray,
                  partners: np.ndarray | None, lams: np.ndarray | None,
-                 ) -> sources_mod.BatchRequest:
+                 ) -> BatchRequest:
         """The request for these samples of the batch being made on this thread (of the
         current epoch, for a hook called by hand)."""
         current = self._current_request()
@@ -94,14 +95,14 @@ class Hooks:
                                    positions=np.asarray(positions), partners=partners,
                                    lams=lams)
 
-    def _current_request(self) -> sources_mod.BatchRequest | None:
+    def _current_request(self) -> BatchRequest | None:
         current = getattr(self._maker.source, "current", None)
         return None if current is None else current()
 
     def assemble(self, samples: Sequence[Any], indices: np.ndarray) -> Any:
         """Writes same-shaped samples into one preallocated batch."""
-        return sources_mod.assemble(samples, indices, self._maker.buffers,
-                                    self.describe_sample)
+        return batch_request.assemble(samples, indices, self._maker.buffers,
+                                      self.describe_sample)
 
     def augment_sample(self, x: Any, position: int,
                        mask: np.ndarray | None = None) -> tuple[Any, Any]:

@@ -21,6 +21,7 @@ import numpy as np
 from kerasgen.pipeline import batching
 from kerasgen import _seeding as seeding
 from kerasgen import augment as augment_mod
+from kerasgen.sources import _batch_request as batch_request
 from kerasgen.sources import _core as sources_mod
 from kerasgen.pipeline.augmenting import Augmentation, Unnamed
 
@@ -89,14 +90,14 @@ class BatchMaker:
 
     def request(self, indices: np.ndarray, positions: np.ndarray,
                 partners: np.ndarray | None, lams: np.ndarray | None, seed: int,
-                epoch: int) -> sources_mod.BatchRequest:
+                epoch: int) -> batch_request.BatchRequest:
         """The data-only request the source loads a batch from."""
-        return sources_mod.BatchRequest(
+        return batch_request.BatchRequest(
             indices, positions, partners, lams, self.dtype, self.rescale, self.augment,
             self.with_masks, seed, epoch, self.buffers, self.timings,
             self.targets.class_ids, self.targets.class_names, len(self.source))
 
-    def load(self, request: sources_mod.BatchRequest, source: Any = None,
+    def load(self, request: batch_request.BatchRequest, source: Any = None,
              ) -> tuple[Any, Any]:
         """(x, y or None) of `request`, loaded by the source (`source`: a batch's own,
         a stream's): its `load_batch`, or one sample at a time."""
@@ -106,7 +107,7 @@ class BatchMaker:
             source = self.source
         elif isinstance(source, sources_mod.BatchSource):
             return source.load_batch(request)
-        return sources_mod.load_each(request, source.load, source.describe)
+        return batch_request.load_each(request, source.load, source.describe)
 
     def source_of(self, part: BatchSlice) -> Any:
         """The source that loads `part`: the generator's, or, for a stream's batch (a

@@ -35,7 +35,7 @@ from kerasgen import _label_encoding as labels_mod
 from kerasgen.loader import ImageLoader
 from kerasgen.loading.options import ImageOptions
 from kerasgen.pipeline import cache as cache_mod
-from kerasgen.sources import _core as sources_mod
+from kerasgen.sources import _batch_request as sources_mod
 from kerasgen.sources._image import ImageSource
 
 Item = tuple[int, int, Any]  # (shard number, record number in the shard, raw record)

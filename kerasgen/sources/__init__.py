@@ -36,18 +36,16 @@ as one multi-input sample `(x_a, x_b)` (`zip(image=a, meta=b)`: a dict), labelle
 the first part with labels.
 
 This package is the public face; the sources themselves live in its modules: `_core`
-(the protocol, `BatchRequest`, arrays, composition), `_listing` (folders and CSV
-tables), `_image`, `_paired` and `_detection` (image files), `_annotations` and `_boxes`
-(detection annotations), `_remote` and `_remote_cache` (objects behind URLs).
+(the protocol and the helpers over any source), `_batch_request` (`BatchRequest`, a
+batch loaded one sample at a time), `_arrays` (`ArraySource`), `_compose`
+(`concatenate`, `zip`), `_listing` (folders and CSV tables), `_image`, `_paired` and
+`_detection` (image files), `_annotations` and `_boxes` (detection annotations),
+`_remote` and `_remote_cache` (objects behind URLs).
 """
 
-from kerasgen.sources._core import (
-    ArraySource,
-    BatchRequest,
-    BatchSource,
-    Source,
-    concatenate,
-    zip,
-)
+from kerasgen.sources._arrays import ArraySource
+from kerasgen.sources._batch_request import BatchRequest
+from kerasgen.sources._compose import concatenate, zip
+from kerasgen.sources._core import BatchSource, Source
 
 __all__ = ["ArraySource", "BatchRequest", "BatchSource", "Source", "concatenate", "zip"]
