@@ -327,51 +327,7 @@ class EpochOrder:
         check runs on a copy, which replaces this order's position only when all passed.
         States without "sampler", "source" or "files" (kerasgen before they were
         recorded) are not checked for them."""
-        if not isinstance(state, Mapping):
-            raise TypeError("`state` must be a dict from get_state(). Received: "
-                            f"state={reprlib.repr(state)} (a {type(state).__name__}).")
-        missing = [key for key in REQUIRED if key not in state]
-        if missing:
-            raise ValueError(
-                f"The state lacks {', '.join(map(repr, missing))}: a state from "
-                f"get_state() holds {', '.join(map(repr, REQUIRED))} at least. Received: "
-                f"state with keys {sorted(map(str, state))}.")
-        if state["num_samples"] != self.num_samples:
-            raise ValueError(
-                "The state belongs to a generator over "
-                f"{state.get('num_samples')} samples, this one has {self.num_samples}. "
-                "Restore it into a generator built over the same data."
-            )
-        if "source" in state and state["source"] != self.source_name():
-            raise ValueError(
-                f"The state belongs to other data: it was saved over "
-                f"source={state['source']!r}, this generator reads "
-                f"source={self.source_name()!r} (the same number of samples, other "
-                "labels or another order). Restore it into a generator built over the "
-                "same data."
-            )
-        if "files" in state and state["files"] != self.files_name():
-            files = self.files_name()
-            raise ValueError(
-                f"The state belongs to other files: it was saved over "
-                f"files={state['files']!r}, this generator reads "
-                + (f"files={files!r} (the same number of samples and labels, other file "
-                   "names)" if files else "no files") + ". Restore it into a generator "
-                "built over the same files.")
-        if "sampler" in state and state["sampler"] != self.sampler_name:
-            raise ValueError(
-                f"The state was saved by a generator with sampler={state['sampler']}, "
-                f"this one has sampler={self.sampler_name}. Restore it into a generator "
-                "built with the same sampler (and shuffle)."
-            )
-        for key, mine in (("batch_size", self.batch_size),
-                          ("shard", list(self.shard[:2]) if self.shard else None)):
-            if key in state and state[key] != mine and state.get("batch"):
-                raise ValueError(
-                    f"The state's batch position counts batches of a generator with "
-                    f"{key}={state[key]}, this one has {key}={mine}. Restore it into a "
-                    "generator built the same way."
-                )
+        check_state(self, state)
         moved = self.copy()
         moved.seed = _checks.non_negative_int("state['seed']", state["seed"])  # None too
         moved.epoch = _checks.non_negative_int("state['epoch']", state["epoch"])
@@ -392,3 +348,54 @@ class EpochOrder:
     def __repr__(self) -> str:
         return (f"EpochOrder(sampler={self.sampler_name}, seed={self.seed}, "
                 f"epoch={self.epoch}, offset={self.offset}, shard={self.shard})")
+
+
+def check_state(order: EpochOrder, state: Mapping[str, Any]) -> None:
+    """Raises TypeError where `state` is not a dict, ValueError where it does not belong
+    to `order` (other data, files, sampler, or a batch position counted another way);
+    changes nothing. The values it moves to are checked by `EpochOrder.set_state`."""
+    if not isinstance(state, Mapping):
+        raise TypeError("`state` must be a dict from get_state(). Received: "
+                        f"state={reprlib.repr(state)} (a {type(state).__name__}).")
+    missing = [key for key in REQUIRED if key not in state]
+    if missing:
+        raise ValueError(
+            f"The state lacks {', '.join(map(repr, missing))}: a state from "
+            f"get_state() holds {', '.join(map(repr, REQUIRED))} at least. Received: "
+            f"state with keys {sorted(map(str, state))}.")
+    if state["num_samples"] != order.num_samples:
+        raise ValueError(
+            "The state belongs to a generator over "
+            f"{state.get('num_samples')} samples, this one has {order.num_samples}. "
+            "Restore it into a generator built over the same data."
+        )
+    if "source" in state and state["source"] != order.source_name():
+        raise ValueError(
+            f"The state belongs to other data: it was saved over "
+            f"source={state['source']!r}, this generator reads "
+            f"source={order.source_name()!r} (the same number of samples, other "
+            "labels or another order). Restore it into a generator built over the "
+            "same data."
+        )
+    if "files" in state and state["files"] != order.files_name():
+        files = order.files_name()
+        raise ValueError(
+            f"The state belongs to other files: it was saved over "
+            f"files={state['files']!r}, this generator reads "
+            + (f"files={files!r} (the same number of samples and labels, other file "
+               "names)" if files else "no files") + ". Restore it into a generator "
+            "built over the same files.")
+    if "sampler" in state and state["sampler"] != order.sampler_name:
+        raise ValueError(
+            f"The state was saved by a generator with sampler={state['sampler']}, "
+            f"this one has sampler={order.sampler_name}. Restore it into a generator "
+            "built with the same sampler (and shuffle)."
+        )
+    for key, mine in (("batch_size", order.batch_size),
+                      ("shard", list(order.shard[:2]) if order.shard else None)):
+        if key in state and state[key] != mine and state.get("batch"):
+            raise ValueError(
+                f"The state's batch position counts batches of a generator with "
+                f"{key}={state[key]}, this one has {key}={mine}. Restore it into a "
+                "generator built the same way."
+            )
