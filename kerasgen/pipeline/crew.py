@@ -2,13 +2,13 @@
 batches.
 
 A crew starts `count` worker processes (pipeline/worker_start.py), each running
-`worker_loop.serve`, and sends each the pickled batch maker and the file descriptors of
-the shared caches it names. It asks the least busy worker for each batch, sending a slot's
-file descriptor the first time that worker writes it. Its receiving thread hands each
-batch to its future (pipeline/handover.py) and a worker's end to the batches it owed: a
-stop's end drops them (CancelledError: made where asked for), a death fails them and
-breaks the pool, a message it cannot read fails every batch owed. No caller waits
-forever.
+`worker_loop.serve`, and sends each the pool's pickled work (the batch maker and the
+order) and the file descriptors of the shared caches it names. It asks the least busy
+worker for each batch, sending a slot's file descriptor the first time that worker
+writes it. Its receiving thread hands each batch to its future (pipeline/handover.py),
+and a worker's end to the batches it owed: a stop's end drops them (CancelledError: made
+where asked for), a death fails them and breaks the pool, a message it cannot read fails
+every batch owed. No caller waits forever.
 """
 
 from __future__ import annotations
