@@ -5,7 +5,9 @@ the offset (batches of the epoch consumed before a mid-epoch resume), the shard 
 the epoch's plan (from the sampler, kept for one epoch at a time) and the state that
 `get_state` / `set_state` carry. It knows nothing of what a sample is: `slice(i)` hands
 the batch maker a frozen `BatchSlice` of batch `i` (its samples, their places in the
-epoch, the seed and the epoch), which is all a batch is made from.
+epoch, the seed and the epoch), which is all a batch is made from. Whether a saved state
+belongs to an order (its data, files, sampler, the way its batches are counted) is
+`check_state`'s to say, before `set_state` moves there.
 
 The plan of epoch e is a pure function of (seed, e): the sampler's
 `plan(labels, seed, e, **context)`, with `kg.samplers.Shuffle` (shuffle=True) or
