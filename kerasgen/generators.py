@@ -23,7 +23,6 @@ from kerasgen._typing import (Arrays, Cache, ColorMode, Decoder, FolderLabels,
 from kerasgen.sources._image import ImageSource
 from kerasgen._iterator_names import IteratorNames
 from kerasgen._builders import Splits as Splits, check_common, one_subset as one_subset
-from kerasgen._builders import worker_processes
 from kerasgen._folder_labels import given_labels, list_labels, value_labels
 from kerasgen._image_files import ImageFileGenerator, check_pairing
 from kerasgen._image_files import image_source as image_source, paired_source
@@ -518,11 +517,3 @@ class CSVGenerator(ImageFileGenerator, IteratorNames):
                                   mask_paths=masks, skipped=skipped, root=root, store=store)
         super().__init__(source=source, label_mode=label_mode, num_classes=num_classes,
                          seed=seed, **common)
-
-
-# the names other modules imported from here before they moved (issue 49)
-_check_common = check_common
-_ImageFileGenerator = ImageFileGenerator
-_processes = worker_processes
-_check_pairing = check_pairing
-_csv_labels, _split, _rows = csv_labels, split_rows, rows
