@@ -1,6 +1,6 @@
 """How `base.Generator.__init__` builds its stages from its arguments, one object per
 stage, in the order they depend on each other: the source (given, or a subclass's own),
-the targets (`_labels.Targets`), the batch maker, the epochs' order and the feeding. The
+the targets (`_label_encoding.Targets`), the batch maker, the epochs' order and the feeding. The
 generator holds them; none of them holds the generator."""
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from kerasgen import _checks, _hooks, _validation
 from kerasgen import _labels as labels_mod
+from kerasgen import _label_encoding as label_encoding
 from kerasgen import _seeding as seeding
 from kerasgen import _stats as stats_mod
 from kerasgen.pipeline import batching
@@ -32,7 +33,7 @@ SOURCES_OWN = object()  # rescale=: none set by a subclass, the source's applies
 class Stages:
     """The stage objects a generator holds (its private attributes, set by itself)."""
 
-    targets: labels_mod.Targets
+    targets: label_encoding.Targets
     maker: _making.BatchMaker
     order: _order.EpochOrder
     feeding: _feeding.Feeding
@@ -90,8 +91,8 @@ def assemble(gen: Any, placement: _feeding.Placement, source: Any, num_samples: 
 
 def make_targets(gen: Any, label_mode: str | None, class_names: Sequence[str] | None,
                  num_classes: int | None, mask_format: str,
-                 sample_weight: npt.ArrayLike | None) -> labels_mod.Targets:
-    """The targets of the source's labels (`_labels.Targets`), checked, and what the
+                 sample_weight: npt.ArrayLike | None) -> label_encoding.Targets:
+    """The targets of the source's labels (`_label_encoding.Targets`), checked, and what the
     source refuses of them; sets the label mode ("auto" resolved) on `gen`."""
     source = gen.source
     named = source.class_names
@@ -138,7 +139,7 @@ def batch_source(gen: Any) -> Any:
     return gen.source
 
 
-def epoch_order(gen: Any, targets: labels_mod.Targets, placement: _feeding.Placement,
+def epoch_order(gen: Any, targets: label_encoding.Targets, placement: _feeding.Placement,
                 sampler: Any, seed: int, features: Any) -> _order.EpochOrder:
     """The epochs' order of `gen`'s samples; a sampler gets the class names and the
     feature space (`features=`, else the source's) as context."""

@@ -14,10 +14,6 @@ import numpy.typing as npt
 from kerasgen import _checks
 from kerasgen._label_encoding import (LABEL_MODES, MASK_FORMATS, Describe, Targets, encode,
                                       row_name)
-# Kept here while other modules still read them as `_labels.<name>` (issue 49 split),
-# with `Targets` and `encode` above:
-from kerasgen._label_cells import column_labels as column_labels
-from kerasgen._label_encoding import encode_class_labels as encode_class_labels
 
 
 def _length(values: Any) -> int:

@@ -1,5 +1,5 @@
 """What the fork server imports before it forks kerasgen's worker processes (see
-_workers.context): kerasgen's generator, so Keras and its backend, once, with
+worker_start.context): kerasgen's generator, so Keras and its backend, once, with
 TensorFlow's start-up log lines dropped as the level the parent set says
 (kerasgen._quiet; the command line sets 3, a user's own level is kept)."""
 

@@ -8,7 +8,8 @@ import numbers
 
 import numpy as np
 
-from kerasgen import _labels as labels_mod
+from kerasgen import _label_cells as label_cells
+from kerasgen import _label_encoding as label_encoding
 from kerasgen import _redact
 from kerasgen.sources import _listing as listing
 
@@ -97,7 +98,7 @@ def csv_labels(table, y_cols, label_mode, delimiter, class_names=None, num_class
                     )
         matrix = np.asarray(rows, dtype="float32" if label_mode == "raw" else "float64")
         return matrix[:, 0] if label_mode == "raw" and len(y_cols) == 1 else matrix
-    return labels_mod.column_labels(table.columns[y_cols[0]], label_mode, delimiter,
+    return label_cells.column_labels(table.columns[y_cols[0]], label_mode, delimiter,
                                     y_cols[0], table.describe, class_names, num_classes)
 
 
@@ -109,7 +110,7 @@ def split_rows(labels, num_rows, label_mode, class_names, num_classes, validatio
     subsets share one class-id mapping even when one of them lacks a class."""
     if validation_split is None and subset is None:
         return None, class_names, num_classes
-    targets = labels_mod.encode(labels, label_mode, class_names, num_classes, describe)
+    targets = label_encoding.encode(labels, label_mode, class_names, num_classes, describe)
     keep = listing.validation_subset(targets.class_ids, num_rows, validation_split, subset,
                                      seed, files=files, describe=describe,
                                      class_names=targets.class_names)

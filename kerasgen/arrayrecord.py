@@ -16,6 +16,7 @@ from typing import Any, Literal
 from kerasgen import _budget
 from kerasgen import _checks
 from kerasgen import _images as images
+from kerasgen.loading.options import ImageOptions
 from kerasgen._typing import (Cache, ColorMode, Decoder, ImageSize, Interpolation, LabelMode,
                               OnError, StrPath)
 from kerasgen.formats.arrayrecord import (PIP, READER_OPTIONS,  # noqa: F401  (its names)
@@ -26,7 +27,6 @@ from kerasgen.sources import _remote
 from kerasgen.sources._remote_cache import RemoteCache
 from kerasgen.tfrecord import ExampleGenerator, FeatureKind
 
-_reader_class = reader_class  # the old name
 _example = functools.partial(import_example, "ArrayRecordGenerator", PIP, False)
 
 
@@ -66,7 +66,7 @@ class ArrayRecordGenerator(ExampleGenerator):
             `color_mode`, `interpolation` and `rescale`).
         decoder: "opencv" (default) or "nvimgcodec", for "image" features.
         label_mode: "int" (default, as Keras) when there is a "label" feature, else None.
-        cache, on_error, decode_threads, max_pixels, crop_to_aspect_ratio,
+        cache, on_error, decode_threads, max_pixels, bit_depth, crop_to_aspect_ratio,
             pad_to_aspect_ratio: for "image" features, as for ImageFolderGenerator (one
             `ImageOptions`), except that `cache` defaults to None (no cache; "memory",
             "auto" or a file path as there: a file cache keys each record by its file's
@@ -95,14 +95,12 @@ class ArrayRecordGenerator(ExampleGenerator):
                  crop_to_aspect_ratio: bool = False, pad_to_aspect_ratio: bool = False,
                  cache: Cache = None, on_error: OnError = "raise",
                  decode_threads: int | None = None,
-                 max_pixels: int | None = images.MAX_PIXELS,
+                 max_pixels: int | None = images.MAX_PIXELS, bit_depth: int | None = None,
                  **common: Any) -> None:
         _checks.labels_come_from(self, common, "the feature of kind 'label' in "
                                  "`feature_spec`")
         limit = self.max_record_bytes = _budget.check_max_record_bytes(max_record_bytes)
-        options = self._options(image_size, color_mode, interpolation, rescale, decoder,
-                                verbose, crop_to_aspect_ratio, pad_to_aspect_ratio, cache,
-                                on_error, decode_threads, max_pixels)
+        options = ImageOptions.of(locals()).for_dtype(common.get("dtype", "float32"))
         reader_class()  # before any file is fetched
 
         def open_container(store: _remote.Store) -> ArrayRecordFiles:

@@ -4,7 +4,7 @@ A generator takes a finished source (`kerasgen.sources`: how many samples there 
 their labels, how to load sample i), or, for a subclass, says the same itself
 (`num_samples`, `labels`, `load_sample`). `__init__` makes one object per stage from
 the arguments it owns: where batches are made (`pipeline.feeding.Placement`), the
-targets (`_labels.Targets`), the recipe of a batch (`pipeline.making.BatchMaker`: the
+targets (`_label_encoding.Targets`), the recipe of a batch (`pipeline.making.BatchMaker`: the
 source, targets, augmentation, buffers, timings), the epochs' order
 (`pipeline.order.EpochOrder`) and the feeding (`pipeline.feeding.Feeding`, which takes
 the maker and the order). `gen[i]` goes one way down from here: feeding, maker, source,

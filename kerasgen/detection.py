@@ -15,7 +15,7 @@ from kerasgen.sources import _boxes as boxes_mod
 from kerasgen import _checks
 from kerasgen.sources import _remote
 from kerasgen import _images as images
-from kerasgen import _labels as labels_mod
+from kerasgen import _label_encoding as label_encoding
 from kerasgen.sources import _listing as listing
 from kerasgen import augment as augment_mod
 from kerasgen.loading.image_loader import ImageLoader
@@ -310,7 +310,7 @@ def _class_ids(found: annotations_mod.Annotations,
         return f"box {k - int(bounds[image])} of {found.where[image]}"
 
     distinct = list(first)
-    targets = labels_mod.encode_class_labels(np.array(distinct, dtype=object) if isinstance(
+    targets = label_encoding.encode_class_labels(np.array(distinct, dtype=object) if isinstance(
         distinct[0], str) else np.array(distinct), "int", class_names, None, describe)
     # encode_class_labels gives every sample its class id and counts the classes
     assert targets.class_ids is not None and targets.num_classes is not None

@@ -16,7 +16,7 @@ from kerasgen import _checks
 from kerasgen.sources import _paths, _remote
 from kerasgen import _images as images
 from kerasgen.sources import _listing as listing
-from kerasgen.sources import _core as sources
+from kerasgen.sources import _arrays as arrays
 from kerasgen.loading.options import ImageOptions
 from kerasgen._typing import (Arrays, Cache, ColorMode, Decoder, FolderLabels,
                               ImageSize, Interpolation, LabelMode, OnError, StrPath, Subset)
@@ -159,15 +159,15 @@ class ArrayGenerator(Generator, IteratorNames):
 
 
 def _array_source(x: Any, y: Any, label_mode: str | None, common: dict[str, Any],
-                  describe: Callable[[int], str] | None = None) -> sources.ArraySource:
+                  describe: Callable[[int], str] | None = None) -> arrays.ArraySource:
     """The ArraySource of (x, y), checked: one target per sample, and masks for
     label_mode="mask" (whose class count then sets `num_classes` when not given)."""
-    x, num_samples = sources.as_arrays(x, "x")
+    x, num_samples = arrays.as_arrays(x, "x")
     if y is not None:
         if label_mode == "multi_label" and isinstance(y, (list, tuple)):
             y, num_targets = list(y), len(y)  # one list of labels per sample
         else:
-            y, num_targets = sources.as_arrays(y, "y")
+            y, num_targets = arrays.as_arrays(y, "y")
         if num_targets != num_samples:
             raise ValueError(
                 "`x` and `y` must hold the same number of samples. Received: "
@@ -183,7 +183,7 @@ def _array_source(x: Any, y: Any, label_mode: str | None, common: dict[str, Any]
         masks, y = y, None
         if common.get("num_classes") is None and common.get("class_names") is None:
             common["num_classes"] = int(masks.max()) + 1
-    return sources.ArraySource(x, y, masks=masks, describe=describe)
+    return arrays.ArraySource(x, y, masks=masks, describe=describe)
 
 
 class ImageFolderGenerator(ImageFileGenerator, IteratorNames):

@@ -11,7 +11,6 @@ batch's JPEGs through nvImageCodec) and `loading.scan` (validation, thumbnails).
 from __future__ import annotations
 
 from kerasgen.loading.bad_files import Substitutes as Substitutes
-from kerasgen.loading.bad_files import bad_file as _bad_file  # noqa: F401 - the old name
 from kerasgen.loading.decode_pool import usable_cores as usable_cores
 from kerasgen.loading.image_loader import ImageLoader as ImageLoader
 from kerasgen.loading.options import DECODERS as DECODERS

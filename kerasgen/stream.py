@@ -43,24 +43,16 @@ from keras.utils import PyDataset
 
 from kerasgen import _budget, _checks, _keras_compat, _redact
 from kerasgen import _images as images
-from kerasgen import _labels as labels_mod
+from kerasgen import _label_encoding as label_encoding
 from kerasgen import _seeding as seeding
 from kerasgen import _stats as stats_mod
 from kerasgen import tfrecord as tfrecord_mod
 from kerasgen._typing import (BatchAugmentSteps, Cache, ColorMode, Decoder, DType,
                               ImageSize, Interpolation, OnError)
-from kerasgen.formats.stream_records import (  # noqa: F401  (the names stream.py had)
-    _INTEGER,
-    KEYS,
-    CallableRecords,
-    Item,
-    ReadShard,
-    Records,
-    TFRecordRecords,
-    WebDatasetRecords,
-    _check_exists,
-    shard_names,
-)
+from kerasgen.formats.base import CallableRecords, ReadShard, ShardReader
+from kerasgen.formats.names import check_exists, shard_names
+from kerasgen.formats.tfrecord import TFRecordRecords
+from kerasgen.formats.webdataset import WebDatasetRecords
 from kerasgen.loading.options import ImageOptions
 from kerasgen.pipeline import batching
 from kerasgen.pipeline import feeding as _feeding
@@ -78,7 +70,7 @@ READERS = ("webdataset", "tfrecord")
 Reader = Literal["webdataset", "tfrecord"]  # READERS
 LABEL_MODES = ("int", "categorical", "binary", None)
 StreamLabelMode = Literal["int", "categorical", "binary"]  # LABEL_MODES, less None
-Shards = Union[str, "os.PathLike[str]", Sequence[Union[str, "os.PathLike[str]"]]]
+ShardPaths = Union[str, "os.PathLike[str]", Sequence[Union[str, "os.PathLike[str]"]]]
 # a stream's own defaults of the image options (the rest are ImageOptions')
 OPTION_DEFAULTS = {"cache": None, "verbose": 0}
 
@@ -174,7 +166,7 @@ class StreamGenerator(PyDataset):
     ahead_threads = 2  # threads making them (one decodes while the other finishes)
 
     @_redact.errors
-    def __init__(self, shards: Shards, records: Reader | ReadShard = "webdataset", *,
+    def __init__(self, shards: ShardPaths, records: Reader | ReadShard = "webdataset", *,
                  image_key: str | None = None, label_key: str | None = None,
                  compression_type: tfrecord_mod.CompressionType | None = None,
                  image_size: ImageSize | None = (256, 256), color_mode: ColorMode = "rgb",
@@ -388,7 +380,7 @@ def _maker(gen: StreamGenerator, placement: _feeding.Placement) -> _making.Batch
     batches carry their labels, encoded: the maker's targets pass them on)."""
     sources_mod.check_batches(gen.source, gen.dtype, None, None)
     maker = _making.BatchMaker(
-        gen.source, labels_mod.Targets(None), name=type(gen).__name__, dtype=gen.dtype,
+        gen.source, label_encoding.Targets(None), name=type(gen).__name__, dtype=gen.dtype,
         rescale=gen.options.rescale, augment=None if gen.augment is None else Augmentation(
             gen.augment, gen.label_mode, one_shape=gen.batch_size > 1),
         batch_augment=gen.batch_augment, label_mode=gen.label_mode, timings=gen.timings)
@@ -441,7 +433,7 @@ def _classes(label_mode: str | None, class_names: Sequence[str] | None,
 
 def _reader(records: Any, shards: Any, image_key: str | None, label_key: str | None,
             compression_type: Any, store: _remote.Store, labeled: bool,
-            max_record_bytes: int | None) -> Records:
+            max_record_bytes: int | None) -> ShardReader:
     """The reader of `records=` over the shards named by `shards`, checked."""
     if callable(records):
         if compression_type is not None:
@@ -456,7 +448,7 @@ def _reader(records: Any, shards: Any, image_key: str | None, label_key: str | N
     if records == "webdataset" and compression_type is not None:
         _checks.fail("compression_type", "None with records='webdataset' (compressed tar "
                      "shards are recognised by their first bytes)", compression_type)
-    reader: Records
+    reader: ShardReader
     if records == "tfrecord":
         compression = tfrecord_mod.check_compression(compression_type)
         names = shard_names(shards, "TFRecord file", store)
@@ -466,5 +458,5 @@ def _reader(records: Any, shards: Any, image_key: str | None, label_key: str | N
         names = shard_names(shards, "WebDataset shard", store)
         reader = WebDatasetRecords(names, image_key, label_key, labeled, store,
                                    max_record_bytes)
-    _check_exists(reader.names, store)
+    check_exists(reader.names, store)
     return reader

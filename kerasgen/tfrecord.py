@@ -31,7 +31,6 @@ from kerasgen.formats.example import (A_LIST, FLOAT32_EXACT, KINDS, LISTS,  # no
                                       SUGGEST, FeatureKind)
 from kerasgen.formats.base import SampleVersions
 from kerasgen.formats.names import expand  # noqa: F401  (the names this module had)
-from kerasgen.formats.names import has_magic as _has_magic  # noqa: F401
 from kerasgen.formats.shards import Shards
 from kerasgen.formats.tfrecord import (COMPRESSION_TYPES, PIP,  # noqa: F401
                                        CompressionType, Container, Framing, TFRecordFiles,
@@ -41,12 +40,10 @@ from kerasgen.formats.tfrecord import (COMPRESSION_TYPES, PIP,  # noqa: F401
 from kerasgen.loader import DECODERS, ImageLoader  # noqa: F401  (DECODERS: its old name here)
 from kerasgen.loading.options import ImageOptions
 from kerasgen.sources import _remote
-from kerasgen.sources._core import ArraySource
+from kerasgen.sources._arrays import ArraySource
 from kerasgen.sources._image import ImageSource, check_rescale
 from kerasgen.sources._remote_cache import RemoteCache
 
-_check_spec = example_mod.check_spec  # the old names
-_value = example_mod.value
 _Framing = Framing
 
 
@@ -64,7 +61,7 @@ class Records:
     def __init__(self, container: Container, feature_spec: Mapping[str, FeatureKind] | None,
                  example: Callable[[], Any] = import_example, verbose: int = 1) -> None:
         self.container = container
-        self.feature_spec = _check_spec(feature_spec)
+        self.feature_spec = example_mod.check_spec(feature_spec)
         spec = self.feature_spec
         self.image_key = next((k for k, v in spec.items() if v == "image"), None)
         self.label_key = next((k for k, v in spec.items() if v == "label"), None)
@@ -226,7 +223,7 @@ class ExampleGenerator(Generator):
         unknown = {k: v for k, v in common.items() if k not in known}
         if unknown:  # Generator.__init__'s TypeError, before any file is fetched
             _checks.unknown_arguments(self, unknown)
-        spec = _check_spec(feature_spec)  # before any file is read
+        spec = example_mod.check_spec(feature_spec)  # before any file is read
         example()
         store = _remote.Store(storage_options, _remote.check_cache(remote_cache))
         self.records = Records(open_container(store), spec, example, verbose)
@@ -235,19 +232,6 @@ class ExampleGenerator(Generator):
         processes = worker_processes(common)
         super().__init__(source=self.records.source(options, class_names, processes),
                          label_mode=label_mode, **common)
-
-    @staticmethod
-    def _options(image_size: Any, color_mode: Any, interpolation: Any, rescale: Any,
-                 decoder: Any, verbose: int, crop_to_aspect_ratio: Any,
-                 pad_to_aspect_ratio: Any, cache: Any, on_error: Any, decode_threads: Any,
-                 max_pixels: Any) -> ImageOptions:
-        """The image options of "image" features, checked (8-bit images, as before)."""
-        return ImageOptions(image_size=image_size, color_mode=color_mode,
-                            interpolation=interpolation, rescale=rescale, decoder=decoder,
-                            verbose=verbose, crop_to_aspect_ratio=crop_to_aspect_ratio,
-                            pad_to_aspect_ratio=pad_to_aspect_ratio, cache=cache,
-                            on_error=on_error, decode_threads=decode_threads,
-                            max_pixels=max_pixels, bit_depth=8)
 
     # what users read, kept on the generator (the records and the source hold them)
     @property
@@ -348,7 +332,7 @@ class TFRecordGenerator(ExampleGenerator):
             ImageFolderGenerator (JPEG records decoded by nvImageCodec, the GPU's where
             CUDA is present).
         label_mode: "int" (default, as Keras) when there is a "label" feature, else None.
-        cache, on_error, decode_threads, max_pixels, crop_to_aspect_ratio,
+        cache, on_error, decode_threads, max_pixels, bit_depth, crop_to_aspect_ratio,
             pad_to_aspect_ratio: for "image" features, as for ImageFolderGenerator (one
             `ImageOptions`), except that `cache` defaults to None (no cache; "memory",
             "auto" or a file path as there: a file cache keys each record by its file's
@@ -379,14 +363,12 @@ class TFRecordGenerator(ExampleGenerator):
                  crop_to_aspect_ratio: bool = False, pad_to_aspect_ratio: bool = False,
                  cache: Cache = None, on_error: OnError = "raise",
                  decode_threads: int | None = None,
-                 max_pixels: int | None = images.MAX_PIXELS,
+                 max_pixels: int | None = images.MAX_PIXELS, bit_depth: int | None = None,
                  **common: Any) -> None:
         _checks.labels_come_from(self, common, "the feature of kind 'label' in "
                                  "`feature_spec`")
         limit = self.max_record_bytes = _budget.check_max_record_bytes(max_record_bytes)
-        options = self._options(image_size, color_mode, interpolation, rescale, decoder,
-                                verbose, crop_to_aspect_ratio, pad_to_aspect_ratio, cache,
-                                on_error, decode_threads, max_pixels)
+        options = ImageOptions.of(locals()).for_dtype(common.get("dtype", "float32"))
         if isinstance(common.get("features"), Mapping):  # the old name of feature_spec
             if feature_spec is not None:
                 raise TypeError("TFRecordGenerator got two feature specs: `feature_spec` and "
@@ -424,4 +406,3 @@ class TFRecordGenerator(ExampleGenerator):
         return self.feature_spec
 
 
-_ExampleGenerator = ExampleGenerator  # its old name

@@ -25,20 +25,17 @@ from typing import Any, Literal
 from kerasgen import _budget
 from kerasgen import _checks
 from kerasgen import _images as images
+from kerasgen.loading.options import ImageOptions
 from kerasgen._typing import (Cache, ColorMode, Decoder, ImageSize, Interpolation, OnError,
                               StrPath)
 from kerasgen.formats.base import SampleVersions
-from kerasgen.formats.base import read_at as _read_at  # noqa: F401  (the names this module had)
 from kerasgen.formats.labels import INT_FIELDS, JSON_FIELDS, TEXT_FIELDS  # noqa: F401
 from kerasgen.formats.names import brace_names, expand_braces  # noqa: F401
 from kerasgen.formats.shards import Shards
-from kerasgen.formats.tar import Sample as _Sample  # noqa: F401
 from kerasgen.formats.tar import (base_plus_ext, fields_of, is_meta,  # noqa: F401
                                   list_samples, tarfile_members)
 from kerasgen.formats.tar_headers import tar_members  # noqa: F401
-from kerasgen.formats.webdataset import IMAGE_FIELDS as _IMAGE_FIELDS  # noqa: F401
 from kerasgen.formats.webdataset import WHAT, TarSamples
-from kerasgen.formats.webdataset import member_label as _label  # noqa: F401
 from kerasgen._builders import check_common
 from kerasgen._image_files import ImageFileGenerator, image_source
 from kerasgen.sources import _remote
@@ -56,7 +53,6 @@ def shard_names(shards: Any) -> list[str]:
     return brace_names(shards, WHAT)
 
 
-_Versions = SampleVersions  # the old name (the store of a record loader)
 
 
 # ------------------------------------------------------------------ the generator
@@ -118,8 +114,8 @@ class WebDatasetGenerator(ImageFileGenerator):
         **common: see `kg.Generator`.
 
     `image_size`, `color_mode`, `interpolation`, `crop_to_aspect_ratio`,
-    `pad_to_aspect_ratio`, `rescale`, `cache`, `max_pixels`, `decode_threads`, `decoder`
-    and `verbose` are as for ImageFolderGenerator.
+    `pad_to_aspect_ratio`, `rescale`, `cache`, `max_pixels`, `bit_depth`, `decode_threads`,
+    `decoder` and `verbose` are as for ImageFolderGenerator (one `ImageOptions`).
 
     Example:
 
@@ -145,7 +141,7 @@ class WebDatasetGenerator(ImageFileGenerator):
                  rescale: float | None = None, cache: Cache = "auto",
                  on_error: OnError = "raise", decode_threads: int | None = None,
                  decoder: Decoder = "opencv", verbose: int = 1,
-                 max_pixels: int | None = images.MAX_PIXELS,
+                 max_pixels: int | None = images.MAX_PIXELS, bit_depth: int | None = None,
                  max_record_bytes: int | None = _budget.MAX_RECORD_BYTES,
                  storage_options: Mapping[str, Any] | None = None,
                  remote_cache: StrPath | RemoteCache | None = None,
@@ -154,7 +150,7 @@ class WebDatasetGenerator(ImageFileGenerator):
         self.max_record_bytes = _budget.check_max_record_bytes(max_record_bytes)
         check_common(self, common)  # before any shard is fetched
         _checks.one_of("label_mode", label_mode, LABEL_MODES)
-        _checks.one_of("on_error", on_error, ("raise", "skip"))
+        options = ImageOptions.of(locals()).for_dtype(common.get("dtype", "float32"))
         fields_of(image_key, "image_key")
         if label_mode is not None:
             if label_key is None:
@@ -162,7 +158,6 @@ class WebDatasetGenerator(ImageFileGenerator):
                              f"{label_mode!r}", label_key, ValueError,
                              "Pass label_mode=None to read the images without labels")
             fields_of(label_key, "label_key")
-        aspect = images.aspect_mode(crop_to_aspect_ratio, pad_to_aspect_ratio)
         store = _remote.Store(storage_options, _remote.check_cache(remote_cache))
         files = Shards(shard_names(shards), WHAT, store, "", verbose)
         self.samples = TarSamples(files, image_key,
@@ -173,11 +168,8 @@ class WebDatasetGenerator(ImageFileGenerator):
         self.pad_to_aspect_ratio = bool(pad_to_aspect_ratio)
         source = image_source(
             [self.samples.describe(k) for k in range(len(self.samples))],
-            self.samples.labels, class_names, common, rescale=rescale,
-            describe=self.samples.describe, image_size=image_size, color_mode=color_mode,
-            interpolation=interpolation, cache=cache, on_error=on_error,
-            decode_threads=decode_threads, decoder=decoder, verbose=verbose,
-            aspect=aspect, max_pixels=max_pixels, read=self.samples.read,
+            self.samples.labels, class_names, common, options,
+            describe=self.samples.describe, read=self.samples.read,
             store=SampleVersions(self.samples))
         super().__init__(source=source, label_mode=label_mode, **common)
 

@@ -17,7 +17,6 @@ stream.py) are built on it. It sits in the storage layer: it imports the foundat
   example.py      tf.train.Example feature values and specs
   shards.py       `Shards`: the local files of an indexed reader (remote and compressed
                   files copied once)
-  stream_records.py   the streamed readers under the names stream.py imports
 
 A new format is one module here: an indexed reader where the format allows random access
 (its count, `where(k)`, the bytes of record k, `version_at(k)`) and a `ShardReader`

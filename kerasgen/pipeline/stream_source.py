@@ -98,7 +98,7 @@ class _Keyed:
 
 
 class RecordSource:
-    """What a stream's batches are made from: its `reader` (a `formats.stream_records`
+    """What a stream's batches are made from: its `reader` (a `formats.base.ShardReader`
     reader: `parse`, `describe`, `names`), the image options, the label mode and
     classes (`class_names` map string labels to ids; `num_classes` bounds ids), the
     batch dtype (for the loader's bit depth). `of_records(records)` is one batch's

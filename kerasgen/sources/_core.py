@@ -14,12 +14,6 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 
 from kerasgen.sources._batch_request import BatchRequest
-# Kept here while other modules still read them as `_core.<name>` (issue 49 split), with
-# `BatchRequest` above:
-from kerasgen.sources._arrays import ArraySource as ArraySource
-from kerasgen.sources._arrays import as_arrays as as_arrays
-from kerasgen.sources._batch_request import default_assemble as default_assemble
-from kerasgen.sources._batch_request import load_each as load_each
 
 __all__ = ["BatchSource", "Source"]
 

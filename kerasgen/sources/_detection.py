@@ -18,7 +18,7 @@ import numpy as np
 from kerasgen.pipeline import batching
 from kerasgen.sources import _boxes as boxes_mod
 from kerasgen.sources._image import ImageSource
-from kerasgen.sources._core import BatchRequest, default_assemble
+from kerasgen.sources._batch_request import BatchRequest, default_assemble
 
 
 class DetectionSource(ImageSource):

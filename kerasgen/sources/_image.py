@@ -21,7 +21,7 @@ from kerasgen.loading.image_loader import ImageLoader
 from kerasgen.loading.options import ImageOptions
 from kerasgen.loading.options import check_rescale as check_rescale  # tfrecord's import
 from kerasgen.pipeline import batching
-from kerasgen.sources._core import BatchRequest, default_assemble
+from kerasgen.sources._batch_request import BatchRequest, default_assemble
 
 
 class ImageSource:

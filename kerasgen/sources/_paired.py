@@ -18,7 +18,7 @@ from kerasgen.pipeline import batching
 from kerasgen.sources._image import ImageSource
 from kerasgen.loading import scan
 from kerasgen.loading.image_loader import ImageLoader
-from kerasgen.sources._core import BatchRequest, default_assemble
+from kerasgen.sources._batch_request import BatchRequest, default_assemble
 
 
 class TargetImage:
