@@ -203,7 +203,7 @@ def child(args):
     result["disturbed"] = disturbed
     result["discarded"] = discarded
     if args.part == "kerasgen":
-        from kerasgen.pipeline import malloc as _malloc
+        from kerasgen.arrays import malloc as _malloc
 
         result["mallopt"] = _malloc.times_applied() > 0
     import albumentations

@@ -15,7 +15,7 @@ Standalone script (never part of the test suite). It
 4. prints images/s per pipeline and the ratios the project targets (PASS / MISS).
 
 The standalone passes run in this process with glibc's default malloc, as users run them:
-kerasgen touches malloc only inside Keras's epochs (see kerasgen/pipeline/malloc.py) or when
+kerasgen touches malloc only inside Keras's epochs (see kerasgen/arrays/malloc.py) or when
 `kerasgen.tune_malloc()` is called, and this process does neither (it checks, and
 stops if the thresholds were set anyway).
 
@@ -388,7 +388,7 @@ def fit_part(args):
                         verbose=0, callbacks=[TimeSecondEpoch()])
     if not np.isfinite(history.history["loss"][-1]):
         raise RuntimeError("loss is not finite")
-    from kerasgen.pipeline import malloc as _malloc
+    from kerasgen.arrays import malloc as _malloc
 
     meter = timing["meter"]
     with open(args.part_out, "w") as f:
@@ -667,7 +667,7 @@ def check_untuned(when):
     """Stops the run if kerasgen set the malloc thresholds in this process: every row of
     the main process is meant to run with glibc's defaults (kerasgen sets them only
     inside Keras's epochs, which this process never runs)."""
-    from kerasgen.pipeline import malloc as _malloc
+    from kerasgen.arrays import malloc as _malloc
 
     if _malloc.times_applied():
         sys.exit(f"kerasgen set glibc's malloc thresholds in the main process ({when}); "

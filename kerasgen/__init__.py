@@ -22,8 +22,8 @@ if TYPE_CHECKING:  # what type checkers and IDEs see of the lazy names below (PE
     from kerasgen import augment, callbacks, gpu, samplers, viz
     from kerasgen import sources
     from kerasgen.arrayrecord import ArrayRecordGenerator
-    from kerasgen.pipeline.malloc import leave_malloc, tune_malloc
-    from kerasgen.sources._remote_cache import RemoteCache
+    from kerasgen.arrays.malloc import leave_malloc, tune_malloc
+    from kerasgen.storage.remote_cache import RemoteCache
     from kerasgen.base import Generator
     from kerasgen.detection import DetectionGenerator
     from kerasgen.generators import ArrayGenerator, CSVGenerator, ImageFolderGenerator
@@ -72,7 +72,7 @@ _WHERE = {
     "DetectionGenerator": "kerasgen.detection",
     "Generator": "kerasgen.base",
     "ImageFolderGenerator": "kerasgen.generators",
-    "RemoteCache": "kerasgen.sources._remote_cache",
+    "RemoteCache": "kerasgen.storage.remote_cache",
     "SQLFeatureGenerator": "kerasgen.sql",
     "SQLGenerator": "kerasgen.sql",
     "SQLImageGenerator": "kerasgen.sql",
@@ -84,10 +84,10 @@ _WHERE = {
     "gpu": None,
     "image_dataset_from_directory": "kerasgen.image_dataset",
     "inspect": "kerasgen.inspection",
-    "leave_malloc": "kerasgen.pipeline.malloc",
+    "leave_malloc": "kerasgen.arrays.malloc",
     "samplers": None,
     "sources": None,
-    "tune_malloc": "kerasgen.pipeline.malloc",
+    "tune_malloc": "kerasgen.arrays.malloc",
     "viz": None,
 }
 

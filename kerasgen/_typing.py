@@ -20,18 +20,18 @@ StrPath = Union[str, os.PathLike[str]]
 # (height, width), or one int for a square.
 ImageSize = Union[int, tuple[int, int], Sequence[int]]
 
-# kerasgen._images.COLOR_MODES
+# kerasgen.loading.images.COLOR_MODES
 ColorMode = Literal["rgb", "rgba", "grayscale"]
 
-# kerasgen._images.INTERPOLATIONS: Keras's names of tf.image.resize's methods, and "area"
+# kerasgen.loading.images.INTERPOLATIONS: Keras's names of tf.image.resize's methods, and "area"
 Interpolation = Literal["bilinear", "area", "bicubic", "nearest", "lanczos", "lanczos3",
                         "lanczos5", "gaussian", "mitchellcubic"]
 
-# kerasgen._labels.LABEL_MODES, less None (written `LabelMode | None` where it is taken)
+# kerasgen.labels.targets.LABEL_MODES, less None (written `LabelMode | None` where it is taken)
 LabelMode = Literal["int", "categorical", "binary", "multi_label", "raw", "mask", "input",
                     "boxes", "image"]
 
-# kerasgen.pipeline.batching.DTYPES, less None (None keeps the samples' own dtype)
+# kerasgen.arrays.batching.DTYPES, less None (None keeps the samples' own dtype)
 DType = Literal["float32", "float16", "uint8", "uint16"]
 
 # kerasgen.loader.DECODERS: who decodes a batch's JPEGs

@@ -15,7 +15,7 @@ from typing import Any, Literal
 
 from kerasgen import _budget
 from kerasgen import _checks
-from kerasgen import _images as images
+from kerasgen.loading import images
 from kerasgen.loading.options import ImageOptions
 from kerasgen._typing import (Cache, ColorMode, Decoder, ImageSize, Interpolation, LabelMode,
                               OnError, StrPath)
@@ -23,8 +23,8 @@ from kerasgen.formats.arrayrecord import (PIP, READER_OPTIONS,  # noqa: F401  (i
                                           ArrayRecordFiles, check_chunks, reader_class)
 from kerasgen.formats.shards import Shards
 from kerasgen.formats.tfrecord import import_example
-from kerasgen.sources import _remote
-from kerasgen.sources._remote_cache import RemoteCache
+from kerasgen.storage import remote as _remote
+from kerasgen.storage.remote_cache import RemoteCache
 from kerasgen.tfrecord import ExampleGenerator, FeatureKind
 
 _example = functools.partial(import_example, "ArrayRecordGenerator", PIP, False)
@@ -66,13 +66,15 @@ class ArrayRecordGenerator(ExampleGenerator):
             `color_mode`, `interpolation` and `rescale`).
         decoder: "opencv" (default) or "nvimgcodec", for "image" features.
         label_mode: "int" (default, as Keras) when there is a "label" feature, else None.
-        cache, on_error, decode_threads, max_pixels, bit_depth, crop_to_aspect_ratio,
-            pad_to_aspect_ratio: for "image" features, as for ImageFolderGenerator (one
-            `ImageOptions`), except that `cache` defaults to None (no cache; "memory",
-            "auto" or a file path as there: a file cache keys each record by its file's
-            version and its place in the file). With on_error="skip" a record whose
-            image cannot be decoded is replaced by another record of its class, with a
-            warning, and `gen.skipped` names it ("record 3 (byte 120) of x.tfrecord").
+        cache: for "image" features, as for ImageFolderGenerator, except that it
+            defaults to None (no cache; "memory", "auto" or a file path as there: a file
+            cache keys each record by its file's version and its place in the file).
+        on_error: as for ImageFolderGenerator: with "skip" a record whose image cannot
+            be decoded is replaced by another record of its class, with a warning, and
+            `gen.skipped` names it ("record 3 (byte 120) of x.tfrecord").
+        decode_threads: for "image" features, as for ImageFolderGenerator (so are
+            `max_pixels`, `bit_depth`, `crop_to_aspect_ratio` and `pad_to_aspect_ratio`;
+            the image options make one `ImageOptions`).
         max_record_bytes: the most bytes a read may decode (default 268_435_456,
             256 MiB; None: no limit), as `max_pixels` guards decoding: each chunk's
             decoded size is read from its header when the generator is made, before

@@ -4,14 +4,14 @@ A generator takes a finished source (`kerasgen.sources`: how many samples there 
 their labels, how to load sample i), or, for a subclass, says the same itself
 (`num_samples`, `labels`, `load_sample`). `__init__` makes one object per stage from
 the arguments it owns: where batches are made (`pipeline.feeding.Placement`), the
-targets (`_label_encoding.Targets`), the recipe of a batch (`pipeline.making.BatchMaker`: the
+targets (`labels.encoding.Targets`), the recipe of a batch (`pipeline.making.BatchMaker`: the
 source, targets, augmentation, buffers, timings), the epochs' order
 (`pipeline.order.EpochOrder`) and the feeding (`pipeline.feeding.Feeding`, which takes
 the maker and the order). `gen[i]` goes one way down from here: feeding, maker, source,
 loader; nothing below calls back into the generator. What stays here is the PyDataset
 face (`len`, `gen[i]`), Keras's epoch lifecycle, views (`shard`, `at_epoch`) and state.
-The hooks a subclass fills are `_hooks.Hooks`'s, a base class (a subclass that fills
-one loads through `_hooks.HookSource`). See docs/architecture.md.
+The hooks a subclass fills are `adapter.hooks.Hooks`'s, a base class (a subclass that fills
+one loads through `adapter.hooks.HookSource`). See docs/architecture.md.
 """
 
 from __future__ import annotations
@@ -21,15 +21,18 @@ from typing import TYPE_CHECKING, Any
 
 from keras.utils import PyDataset
 
-from kerasgen import _assembly, _checks, _hooks, _keras_compat, _redact, _validation
-from kerasgen import _labels as labels_mod
-from kerasgen._assembly import AUTO
-from kerasgen._readouts import Readouts
+from kerasgen import _checks, _keras_compat, _redact
+from kerasgen.adapter import assembly as _assembly
+from kerasgen.adapter import hooks as _hooks
+from kerasgen.adapter import validation as _validation
+from kerasgen.labels import targets as labels_mod
+from kerasgen.adapter.assembly import AUTO
+from kerasgen.adapter.readouts import Readouts
 from kerasgen._typing import BatchAugmentSteps
-from kerasgen._views import Views
-from kerasgen.pipeline import batching
+from kerasgen.adapter.views import Views
+from kerasgen.arrays import batching
 from kerasgen.pipeline import feeding as _feeding
-from kerasgen.pipeline import malloc as _malloc
+from kerasgen.arrays import malloc as _malloc
 from kerasgen.sources import _core as sources_mod
 
 if TYPE_CHECKING:

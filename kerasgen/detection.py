@@ -13,19 +13,19 @@ import numpy as np
 from kerasgen.sources import _annotations as annotations_mod
 from kerasgen.sources import _boxes as boxes_mod
 from kerasgen import _checks
-from kerasgen.sources import _remote
-from kerasgen import _images as images
-from kerasgen import _label_encoding as label_encoding
+from kerasgen.storage import remote as _remote
+from kerasgen.loading import images
+from kerasgen.labels import encoding as label_encoding
 from kerasgen.sources import _listing as listing
 from kerasgen import augment as augment_mod
 from kerasgen.loading.image_loader import ImageLoader
 from kerasgen.loading.options import ImageOptions
 from kerasgen.sources._detection import DetectionSource
-from kerasgen.sources._remote_cache import RemoteCache
+from kerasgen.storage.remote_cache import RemoteCache
 from kerasgen._typing import (Cache, ColorMode, Decoder, ImageSize, Interpolation, OnError,
                               StrPath, Subset)
-from kerasgen._builders import check_common, one_subset, worker_processes
-from kerasgen._image_files import ImageFileGenerator
+from kerasgen.builders.common import check_common, one_subset, worker_processes
+from kerasgen.builders.image_files import ImageFileGenerator
 from kerasgen import _redact
 
 if TYPE_CHECKING:

@@ -11,24 +11,25 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 import numpy.typing as npt
 
-from kerasgen.pipeline import batching
+from kerasgen.arrays import batching
 from kerasgen import _checks
-from kerasgen.sources import _paths, _remote
-from kerasgen import _images as images
+from kerasgen.storage import paths as _paths
+from kerasgen.storage import remote as _remote
+from kerasgen.loading import images
 from kerasgen.sources import _listing as listing
 from kerasgen.sources import _arrays as arrays
 from kerasgen.loading.options import ImageOptions
 from kerasgen._typing import (Arrays, Cache, ColorMode, Decoder, FolderLabels,
                               ImageSize, Interpolation, LabelMode, OnError, StrPath, Subset)
 from kerasgen.sources._image import ImageSource
-from kerasgen._iterator_names import IteratorNames
-from kerasgen._builders import Splits as Splits, check_common, one_subset as one_subset
-from kerasgen._folder_labels import given_labels, list_labels, value_labels
-from kerasgen._image_files import ImageFileGenerator, check_pairing
-from kerasgen._image_files import image_source as image_source, paired_source
-from kerasgen._tables import (ListedFile, csv_labels, listed_files, rows, split_rows,
-                              table_columns)
-from kerasgen.sources._remote_cache import RemoteCache
+from kerasgen.adapter.iterator_names import IteratorNames
+from kerasgen.builders.common import Splits as Splits, check_common, one_subset as one_subset
+from kerasgen.builders.folder_labels import given_labels, list_labels, value_labels
+from kerasgen.builders.image_files import ImageFileGenerator, check_pairing
+from kerasgen.builders.image_files import image_source as image_source, paired_source
+from kerasgen.builders.tables import (ListedFile, csv_labels, listed_files, rows, split_rows,
+    table_columns)
+from kerasgen.storage.remote_cache import RemoteCache
 from kerasgen.base import Generator
 
 if TYPE_CHECKING:

@@ -268,11 +268,11 @@ def _returned(gen, format, unbatched):
     if format == "kerasgen":
         return gen
     if format == "tf":
-        from kerasgen import _tfdata
+        from kerasgen.adapter import tfdata as _tfdata
 
         dataset = _tfdata.pass_dataset(gen, unbatch=unbatched)
     else:
-        from kerasgen import _grain
+        from kerasgen.adapter import grain as _grain
 
         dataset = _grain.epoch_dataset(gen, unbatch=unbatched)
     dataset.class_names = gen.class_names

@@ -15,11 +15,12 @@ from typing import Any
 import numpy as np
 
 from kerasgen import _checks
-from kerasgen import _images as images
-from kerasgen import _label_cells as label_cells
-from kerasgen import _label_encoding as label_encoding
+from kerasgen.loading import images
+from kerasgen.labels import cells as label_cells
+from kerasgen.labels import encoding as label_encoding
 from kerasgen.sources import _listing as listing
-from kerasgen.sources import _paths, _remote
+from kerasgen.storage import paths as _paths
+from kerasgen.storage import remote as _remote
 from kerasgen._progress import progress
 from kerasgen._typing import LabelMode, StrPath
 from kerasgen import _redact

@@ -15,13 +15,13 @@ from typing import Any, overload
 import numpy as np
 
 from kerasgen import _checks
-from kerasgen.sources import _remote
+from kerasgen.storage import remote as _remote
 from kerasgen.sources import _listing as listing
-from kerasgen.pipeline.batching import DTYPES, EXACT_INTEGERS
+from kerasgen.arrays.batching import DTYPES, EXACT_INTEGERS
 from kerasgen.sources._listing import check_unique
 from kerasgen._typing import LabelMode, StrPath, Subset
-from kerasgen._builders import Splits, one_subset
-from kerasgen._tables import csv_labels, rows, split_rows
+from kerasgen.builders.common import Splits, one_subset
+from kerasgen.builders.tables import csv_labels, rows, split_rows
 from kerasgen.generators import ArrayGenerator, CSVGenerator
 
 

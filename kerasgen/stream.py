@@ -18,7 +18,7 @@ A stream and a random-access generator differ only in their order: `StreamOrder`
 the shared batch maker (`pipeline.making.BatchMaker`) a `StreamSlice` carrying batch b's
 raw records, where `EpochOrder` hands it a permutation's slice; the records are parsed,
 decoded (the image loader: `ImageOptions`, `on_error`, `cache`, `decoder`...) and
-labelled by `pipeline.stream_source.RecordSource`, augmented by the shared augmentation
+labelled by `sources._stream_records.RecordSource`, augmented by the shared augmentation
 stage, and the batch is made where `pipeline.feeding.Placement` says: here, ahead on
 threads (`prefetch`), on worker threads, or in kerasgen's own worker processes
 (use_multiprocessing=True: shared-memory batch slots, forkserver), never Keras's pool.
@@ -42,8 +42,8 @@ from typing import TYPE_CHECKING, Any, Literal, Union
 from keras.utils import PyDataset
 
 from kerasgen import _budget, _checks, _keras_compat, _redact
-from kerasgen import _images as images
-from kerasgen import _label_encoding as label_encoding
+from kerasgen.loading import images
+from kerasgen.labels import encoding as label_encoding
 from kerasgen import _seeding as seeding
 from kerasgen import _stats as stats_mod
 from kerasgen import tfrecord as tfrecord_mod
@@ -54,14 +54,14 @@ from kerasgen.formats.names import check_exists, shard_names
 from kerasgen.formats.tfrecord import TFRecordRecords
 from kerasgen.formats.webdataset import WebDatasetRecords
 from kerasgen.loading.options import ImageOptions
-from kerasgen.pipeline import batching
+from kerasgen.arrays import batching
 from kerasgen.pipeline import feeding as _feeding
 from kerasgen.pipeline import making as _making
 from kerasgen.pipeline.augmenting import Augmentation
 from kerasgen.pipeline.stream_order import ShardOrder, StreamOrder
-from kerasgen.pipeline.stream_source import RecordSource
+from kerasgen.sources._stream_records import RecordSource
 from kerasgen.sources import _core as sources_mod
-from kerasgen.sources import _remote
+from kerasgen.storage import remote as _remote
 
 if TYPE_CHECKING:
     import tensorflow as tf
@@ -134,12 +134,13 @@ class StreamGenerator(PyDataset):
         batch_augment: Keras layers or `fn(x, y, rng) -> (x, y)` applied to each batch
             with draws from (seed, b), as on the other generators.
         dtype: the batches' x dtype: "float32", "float16", "uint8", or None.
-        rescale, crop_to_aspect_ratio, pad_to_aspect_ratio, decoder, decode_threads,
-            on_error: as on the image generators (encoded images of a fixed
-            `image_size` decode on the image loader's threads). on_error="skip": a
-            record whose image cannot be decoded is replaced by another record of its
-            class in its batch (of the batch, unlabeled), with a warning, and named in
-            `gen.skipped`.
+        rescale: as on the image generators (so are `crop_to_aspect_ratio`,
+            `pad_to_aspect_ratio`, `decoder`, `decode_threads` and `bit_depth`; the image
+            options make one `ImageOptions`, and encoded images of a fixed `image_size`
+            decode on the image loader's threads).
+        on_error: as on the image generators: with "skip" a record whose image cannot
+            be decoded is replaced by another record of its class in its batch (of the
+            batch, unlabeled), with a warning, and named in `gen.skipped`.
         cache: None (default), "auto" or "memory": decoded images kept by (shard,
             record number), so later passes decode none of them again (their records
             are still read); "auto" within 1 GiB (or a tenth of the memory), "memory"
@@ -150,13 +151,13 @@ class StreamGenerator(PyDataset):
         prefetch: batches made ahead on background threads with workers <= 1
             ("auto": 4, made two at a time, for "webdataset" and "tfrecord"; 0, none,
             for a callable `records`, whose code may not expect a second thread).
-        workers, use_multiprocessing, max_queue_size: as on the other generators:
-            workers > 1 threads of the generator's own, or with use_multiprocessing=True
-            kerasgen's own worker processes (forkserver, batches in shared memory, never
-            Keras's process pool). A worker process reads each stream it makes batches
-            of itself (skipping the records of batches other workers make, without
-            decoding them), starting at the latest pass start the training process
-            knew when the processes started.
+        workers: as on the other generators (so are `use_multiprocessing` and
+            `max_queue_size`): workers > 1 threads of the generator's own, or with
+            use_multiprocessing=True kerasgen's own worker processes (forkserver,
+            batches in shared memory, never Keras's process pool). A worker process
+            reads each stream it makes batches of itself (skipping the records of
+            batches other workers make, without decoding them), starting at the latest
+            pass start the training process knew when the processes started.
 
     `fit` warns that its default shuffle=True is ignored for an infinite PyDataset (the
     stream shuffles itself): pass `fit(..., shuffle=False)` to silence it.
@@ -350,7 +351,7 @@ class StreamGenerator(PyDataset):
         """An endless tf.data.Dataset of the batches gen[0], gen[1], ... (pass
         steps_per_epoch to fit); num_parallel_calls=None: made by the generator (its
         work-ahead, workers), else by tf.data's threads. Needs TensorFlow."""
-        from kerasgen import _tfdata as tfdata
+        from kerasgen.adapter import tfdata
 
         return tfdata.stream_dataset(self, num_parallel_calls, prefetch)
 

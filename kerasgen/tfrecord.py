@@ -21,8 +21,8 @@ import numpy as np
 
 from kerasgen import _budget, _checks, _redact
 from kerasgen._progress import progress
-from kerasgen import _images as images
-from kerasgen._builders import worker_processes
+from kerasgen.loading import images
+from kerasgen.builders.common import worker_processes
 from kerasgen._typing import (Cache, ColorMode, Decoder, ImageSize, Interpolation, LabelMode,
                               OnError, StrPath)
 from kerasgen.base import Generator
@@ -39,10 +39,10 @@ from kerasgen.formats.tfrecord import (COMPRESSION_TYPES, PIP,  # noqa: F401
                                        index_records, is_tfrecord, masked_crc)
 from kerasgen.loader import DECODERS, ImageLoader  # noqa: F401  (DECODERS: its old name here)
 from kerasgen.loading.options import ImageOptions
-from kerasgen.sources import _remote
+from kerasgen.storage import remote as _remote
 from kerasgen.sources._arrays import ArraySource
 from kerasgen.sources._image import ImageSource, check_rescale
-from kerasgen.sources._remote_cache import RemoteCache
+from kerasgen.storage.remote_cache import RemoteCache
 
 _Framing = Framing
 
@@ -332,13 +332,15 @@ class TFRecordGenerator(ExampleGenerator):
             ImageFolderGenerator (JPEG records decoded by nvImageCodec, the GPU's where
             CUDA is present).
         label_mode: "int" (default, as Keras) when there is a "label" feature, else None.
-        cache, on_error, decode_threads, max_pixels, bit_depth, crop_to_aspect_ratio,
-            pad_to_aspect_ratio: for "image" features, as for ImageFolderGenerator (one
-            `ImageOptions`), except that `cache` defaults to None (no cache; "memory",
-            "auto" or a file path as there: a file cache keys each record by its file's
-            version and its place in the file). With on_error="skip" a record whose
-            image cannot be decoded is replaced by another record of its class, with a
-            warning, and `gen.skipped` names it ("record 3 (byte 120) of x.tfrecord").
+        cache: for "image" features, as for ImageFolderGenerator, except that it
+            defaults to None (no cache; "memory", "auto" or a file path as there: a file
+            cache keys each record by its file's version and its place in the file).
+        on_error: as for ImageFolderGenerator: with "skip" a record whose image cannot
+            be decoded is replaced by another record of its class, with a warning, and
+            `gen.skipped` names it ("record 3 (byte 120) of x.tfrecord").
+        decode_threads: for "image" features, as for ImageFolderGenerator (so are
+            `max_pixels`, `bit_depth`, `crop_to_aspect_ratio` and `pad_to_aspect_ratio`;
+            the image options make one `ImageOptions`).
         max_record_bytes: the most bytes a record may declare (default 268_435_456,
             256 MiB; None: no limit), checked in each record's header before it is
             read, as `max_pixels` guards decoding, and while a compressed file is

@@ -24,7 +24,7 @@ from typing import Any, Literal
 
 from kerasgen import _budget
 from kerasgen import _checks
-from kerasgen import _images as images
+from kerasgen.loading import images
 from kerasgen.loading.options import ImageOptions
 from kerasgen._typing import (Cache, ColorMode, Decoder, ImageSize, Interpolation, OnError,
                               StrPath)
@@ -36,10 +36,10 @@ from kerasgen.formats.tar import (base_plus_ext, fields_of, is_meta,  # noqa: F4
                                   list_samples, tarfile_members)
 from kerasgen.formats.tar_headers import tar_members  # noqa: F401
 from kerasgen.formats.webdataset import WHAT, TarSamples
-from kerasgen._builders import check_common
-from kerasgen._image_files import ImageFileGenerator, image_source
-from kerasgen.sources import _remote
-from kerasgen.sources._remote_cache import RemoteCache
+from kerasgen.builders.common import check_common
+from kerasgen.builders.image_files import ImageFileGenerator, image_source
+from kerasgen.storage import remote as _remote
+from kerasgen.storage.remote_cache import RemoteCache
 
 LABEL_MODES = ("int", "categorical", "binary", "raw", None)
 WebDatasetLabelMode = Literal["int", "categorical", "binary", "raw"]  # LABEL_MODES less None

@@ -306,7 +306,7 @@ WITHOUT_TENSORFLOW = """
     import keras
     import numpy as np
     import kerasgen as kg
-    from kerasgen.pipeline import malloc as _malloc
+    from kerasgen.arrays import malloc as _malloc
 
     errors = {}
     gen = kg.ArrayGenerator(np.zeros((8, 2), "float32"), np.arange(8) % 2, batch_size=4)
@@ -347,7 +347,7 @@ MALLOC_UNDER_JAX = """
     import keras
     import numpy as np
     import kerasgen as kg
-    from kerasgen.pipeline import malloc as _malloc
+    from kerasgen.arrays import malloc as _malloc
 
     gen = kg.ArrayGenerator(np.zeros((8, 2), "float32"), np.arange(8) % 2, batch_size=4)
     model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(2)])

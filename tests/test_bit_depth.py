@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import kerasgen as kg
-from kerasgen import _images
+from kerasgen.loading import images as _images
 
 
 @pytest.fixture

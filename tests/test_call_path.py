@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import kerasgen as kg
-from kerasgen import _assembly
+from kerasgen.adapter import assembly as _assembly
 
 PACKAGE = Path(kg.__file__).resolve().parent  # wherever the checkout is, whatever its name
 
@@ -95,7 +95,7 @@ def test_a_hook_source_is_each_source_protocol_to_a_static_lookup(image_folder):
     inspect.getattr_static (no __getattr__): every member of Source, BatchSource and
     PrefetchingSource must be found on a HookSource that way, or its owner's load_batch
     is silently never called there (seen on 3.13)."""
-    from kerasgen import _hooks
+    from kerasgen.adapter import hooks as _hooks
     from kerasgen.sources import _core
 
     class Watched(kg.ImageFolderGenerator):

@@ -565,8 +565,13 @@ PUBLIC_MODULES = {
 
 
 INTERNAL_PACKAGES = {"pipeline": "how batches are made, below the public API",
+                     "arrays": "batch arrays and the memory they live in",
+                     "labels": "label modes, targets and their encoders",
+                     "storage": "local and remote paths, the remote cache, confinement",
+                     "loading": "the loader stage and its image options",
                      "formats": "the readers of shard and record formats",
-                     "loading": "the loader stage and its image options"}
+                     "builders": "what the public generators' constructors share",
+                     "adapter": "what base.Generator is made of beside itself"}
 
 
 def _modules():
@@ -594,49 +599,37 @@ def test_every_module_is_public_on_purpose_or_internal_by_name():
         assert "internal" in importlib.import_module(f"kerasgen.{name}").__doc__
 
 
-# The layers of docs/architecture.md, lowest first. A module may import (outside `if
-# TYPE_CHECKING:`) only modules of its own layer or a lower one, so the flow source ->
-# order/sampler -> loader -> augment -> batch -> feeding -> Generator shows in the imports.
+# The layers of docs/architecture.md, lowest first. A folder is one layer (all of its
+# modules); a module at the top level names its layer here. A module may import (outside
+# `if TYPE_CHECKING:`) only modules of its own layer or a lower one, so the flow bytes ->
+# source -> order/sampler -> loader -> augment -> batch -> feeding -> Generator shows in
+# the imports and in the folders.
 LAYERS = [
     ("foundations", {"_checks", "_redact", "_typing", "_seeding", "_atomic", "_progress",
-                     "_stats", "_quiet", "_budget", "pipeline", "pipeline.malloc",
-                     "pipeline.shm", "pipeline.batching"}),
-    ("storage", {"sources._remote_cache", "sources._remote", "sources._paths",
-                 "sources._retry", "sources._urls", "sources._catalog",
-                 # the readers of shard and record formats (issue 49): bytes, below sources
-                 "formats", "formats.base", "formats.compression", "formats.names",
-                 "formats.labels", "formats.tar_headers", "formats.tar", "formats.example",
-                 "formats.tfrecord", "formats.shards", "formats.webdataset",
-                 "formats.arrayrecord"}),
-    ("source", {"_images", "_resize", "_jpeg", "_labels", "_label_encoding",
-                "_label_cells", "sources", "sources._core", "sources._batch_request",
-                "sources._arrays", "sources._compose",
-                "sources._csv_table",
-                "sources._listing", "sources._boxes", "sources._annotations"}),
-    ("order and sampler", {"samplers", "samplers._resample_arrays", "samplers._plan",
-                           "samplers._strategy", "samplers._shuffle", "samplers._resampler",
-                           "samplers._random", "samplers._smote", "samplers._neighbors",
-                           "samplers._adapters", "pipeline.order",
-                           "pipeline.stream_order"}),
-    ("loader", {"loader", "loading", "loading.options", "loading.image_loader",
-                "loading.cache_choice", "loading.bad_files", "loading.decode_pool",
-                "loading.nv_batch", "loading.scan", "_nvdecode", "pipeline.cache", "sources._image",
-                "pipeline.stream_source",
-                "sources._detection", "sources._paired"}),
-    ("augment", {"augment", "_image_data_generator", "pipeline.augmenting"}),
-    ("batch", {"pipeline.making"}),
-    ("feeding", {"pipeline.ahead", "pipeline.workers", "pipeline.feeding",
-                 "pipeline.worker_start", "pipeline.crew", "pipeline.worker_loop",
-                 "pipeline.handover", "_keras_compat"}),
-    ("adapter", {"base", "_hooks", "_assembly", "_readouts", "_views", "_validation",
-                 "_tfdata", "_grain", "_iterator_names"}),
-    ("generators", {"_builders", "_image_files", "_folder_labels", "_tables",
-                    "generators", "sql", "tfrecord", "arrayrecord", "webdataset", "stream",
-                    "image_dataset", "detection"}),
+                     "_stats", "_quiet", "_budget"}),
+    ("arrays", {"arrays/"}),
+    ("labels", {"labels/"}),
+    ("storage", {"storage/"}),
+    ("loading", {"loading/", "loader"}),
+    ("formats", {"formats/"}),
+    ("sources", {"sources/"}),
+    ("samplers", {"samplers/"}),
+    ("augment", {"augment", "_image_data_generator"}),
+    ("pipeline", {"pipeline/", "_keras_compat"}),
+    ("adapter", {"adapter/", "base"}),
+    ("generators", {"builders/", "generators", "sql", "tfrecord", "arrayrecord",
+                    "webdataset", "stream", "image_dataset", "detection"}),
     ("around", {"callbacks", "inspection", "cli", "viz", "gpu", "rebalance", "_preload",
-                "__init__",
-                "__main__"}),
+                "__init__", "__main__"}),
 ]
+FOLDERS = {name[:-1] for _, names in LAYERS for name in names if name.endswith("/")}
+
+
+def _layer(module):
+    """The index in LAYERS of `module` ("storage.remote": the storage folder's layer)."""
+    folder = module.split(".")[0]
+    key = folder + "/" if folder in FOLDERS else module
+    return next((k for k, (_, names) in enumerate(LAYERS) if key in names), None)
 
 
 def _kerasgen_imports(path, known):
@@ -666,8 +659,11 @@ def _kerasgen_imports(path, known):
 
 def test_imports_point_one_way_down_the_layers():
     modules = _modules()
-    layer_of = {m: k for k, (_, names) in enumerate(LAYERS) for m in names}
-    assert sorted(layer_of) == sorted(modules), "put a new module in a layer of LAYERS"
+    layer_of = {m: _layer(m) for m in modules}
+    assert [m for m, k in layer_of.items() if k is None] == [], \
+        "put a new top-level module in a layer of LAYERS (or in a folder)"
+    assert {p.parent.name for p in Path(kg.__file__).parent.glob("*/__init__.py")} == \
+        FOLDERS, "a new folder is a layer: put it in LAYERS"
     upward = [f"{name} ({LAYERS[layer_of[name]][0]}) imports {other} "
               f"({LAYERS[layer_of[other]][0]})"
               for name, path in sorted(modules.items())

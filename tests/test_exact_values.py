@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 
 import kerasgen as kg
-from kerasgen import _images
+from kerasgen.loading import images as _images
 
 H, W = 5, 8
 MODES = ("grayscale", "rgb", "rgba")

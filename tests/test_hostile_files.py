@@ -17,8 +17,8 @@ import pytest
 
 import kerasgen as kg
 from kerasgen import cli
-from kerasgen import _images as images
-from kerasgen import _nvdecode
+from kerasgen.loading import images
+from kerasgen.loading import nvdecode as _nvdecode
 
 from .conftest import write_image
 

@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 
 import kerasgen as kg
-from kerasgen import _images
+from kerasgen.loading import images as _images
 from kerasgen._redact import KerasgenWarning
 from kerasgen.loader import ImageLoader
 from kerasgen.loading.options import ImageOptions
@@ -344,7 +344,7 @@ def test_every_image_option_has_its_effect_on_every_image_generator(
         assert re.search(r"\b1\.jpg|0001|record 1\b", gen.skipped[0]), gen.skipped
         return
     if check == "decoder":
-        from kerasgen import _nvdecode
+        from kerasgen.loading import nvdecode as _nvdecode
 
         if not _nvdecode.available():
             with pytest.raises(ImportError, match="nvImageCodec"):

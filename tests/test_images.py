@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 import kerasgen as kg
-from kerasgen import _images as images
-from kerasgen import _jpeg
+from kerasgen.loading import images
+from kerasgen.loading import jpeg as _jpeg
 
 from .conftest import plant_old_temp_links, write_image
 
@@ -98,7 +98,7 @@ def test_cache_serves_later_epochs_and_augmentation_runs_after_it(image_folder, 
 
 def test_auto_cache_is_the_default_and_keeps_what_fits_in_its_budget(image_folder,
                                                                      monkeypatch):
-    from kerasgen.pipeline import cache as cache_mod
+    from kerasgen.loading import cache as cache_mod
 
     row = 6 * 6 * 3
     monkeypatch.setattr(cache_mod, "auto_budget", lambda: 5 * row + 7)  # 5 samples fit
@@ -178,7 +178,7 @@ def checksum_warnings(record):
 def test_file_cache_rows_changed_on_disk_are_decoded_again_with_one_warning(image_folder,
                                                                            tmp_path):
     """Zeroed pixel bytes in a cache file used to be served as an image."""
-    from kerasgen.pipeline import cache as cache_mod
+    from kerasgen.loading import cache as cache_mod
     spec = str(tmp_path / "cache.bin")
     common = dict(image_size=(6, 6), batch_size=4, shuffle=False, dtype="uint8")
     expected = np.concatenate([b[0] for b in kg.ImageFolderGenerator(
@@ -225,7 +225,7 @@ def test_forged_filled_flags_in_a_file_cache_are_not_served(image_folder, tmp_pa
                                                             monkeypatch, checksum):
     """A flag set without the row written (or the checksum beside it) is a cache miss,
     with either checksum (CRC32C where google-crc32c is installed, else zlib's)."""
-    from kerasgen.pipeline import cache as cache_mod
+    from kerasgen.loading import cache as cache_mod
     if checksum == "crc32c" and cache_mod.CHECKSUM != "crc32c":
         pytest.skip("google-crc32c (with its C code) is not installed")
     monkeypatch.setattr(cache_mod, "CHECKSUM", checksum)
@@ -461,7 +461,7 @@ def test_a_file_cache_on_a_really_full_tmpfs_is_an_error_not_sigbus(image_folder
                                        cv2.IMWRITE_JPEG_SAMPLING_FACTOR_444]])
 def test_jpegs_decode_to_opencvs_pixels_bit_for_bit(encoding):
     """The default decoder reads JPEGs with libjpeg-turbo through simplejpeg (its
-    warnings raised, kerasgen._jpeg): every pixel as OpenCV's imdecode gives it, full
+    warnings raised, kerasgen.loading.jpeg): every pixel as OpenCV's imdecode gives it, full
     size and at 1/2, 1/4 and 1/8 scale, in colour and grayscale."""
     from sklearn.datasets import load_sample_image
 

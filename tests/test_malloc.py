@@ -15,7 +15,7 @@ import json
 import keras
 import numpy as np
 import kerasgen as kg
-from kerasgen.pipeline import malloc as _malloc
+from kerasgen.arrays import malloc as _malloc
 
 gen = kg.ArrayGenerator(np.zeros((8, 2), "float32"), np.arange(8) % 2, batch_size=4)
 gen[0], gen[1]
@@ -44,7 +44,7 @@ import json
 import keras
 import numpy as np
 import kerasgen as kg
-from kerasgen.pipeline import malloc as _malloc
+from kerasgen.arrays import malloc as _malloc
 
 calls = []
 real_apply = _malloc.apply

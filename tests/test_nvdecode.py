@@ -1,5 +1,5 @@
 """decoder="nvimgcodec": NVIDIA's nvImageCodec decodes a batch's JPEGs in one call. There
-is no GPU in CI: these run its CPU backend, the same calls (kerasgen._nvdecode)."""
+is no GPU in CI: these run its CPU backend, the same calls (kerasgen.loading.nvdecode)."""
 
 import os
 import subprocess
@@ -245,7 +245,7 @@ def test_the_librarys_search_for_gpu_libraries_prints_nothing(photos):
 
 
 def test_without_the_wheel_the_error_says_what_to_install(photos, monkeypatch):
-    from kerasgen import _nvdecode
+    from kerasgen.loading import nvdecode as _nvdecode
 
     monkeypatch.setattr(_nvdecode, "available", lambda: False)
     with pytest.raises(ImportError, match=r'pip install "kerasgen3\[nvimgcodec\]"'):

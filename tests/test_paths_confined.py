@@ -1,7 +1,7 @@
 """One confinement rule for every path read from data (issue 47): CSV and SQL rows, folder
 walks, COCO `file_name`, VOC `<filename>` and the XML files themselves, masks and target
 images paired by name, `kg.inspect` / `kerasgen inspect --directory`, and URL roots.
-Each refusal is the one message of `sources._paths`, naming the entry as written, where
+Each refusal is the one message of `storage.paths`, naming the entry as written, where
 it was read, the root and why, checked when the generator is built and again when the
 file is opened; `allow_outside=True` (or `follow_links=True` for folders) lifts it."""
 
@@ -207,7 +207,7 @@ def test_kg_inspect_reads_a_csv_file_only_inside_directory(tmp_path, monkeypatch
     root, _ = csv_leaving(tmp_path)
     (tmp_path / "in.csv").write_text("filename,label\nimg/0.png,a\n")
     opened = []
-    from kerasgen.sources import _paths
+    from kerasgen.storage import paths as _paths
     real = _paths.opened
     monkeypatch.setattr(_paths, "opened", lambda *a: opened.append(a[0]) or real(*a))
     report = kg.inspect(tmp_path / "in.csv", directory=root, verbose=0)

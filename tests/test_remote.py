@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 import kerasgen as kg
-from kerasgen.sources import _remote
-from kerasgen.sources._remote_cache import RemoteCache
+from kerasgen.storage import remote as _remote
+from kerasgen.storage.remote_cache import RemoteCache
 
 from tests.conftest import CLASSES, write_image
 
@@ -251,7 +251,7 @@ def test_an_entry_read_before_is_still_checked_and_refetched_when_removed(tmp_pa
 
 def test_entries_read_again_are_marked_used_for_the_least_recently_used_order(
         tmp_path, monkeypatch):
-    from kerasgen.sources import _remote_cache
+    from kerasgen.storage import remote_cache as _remote_cache
     cache = RemoteCache(tmp_path / "c")
     keys = [RemoteCache.key(f"memory://o{i}") for i in range(2)]
     for i, key in enumerate(keys):
@@ -292,7 +292,7 @@ def test_processes_filling_one_cache_leave_complete_entries(tmp_path):
 
 
 def test_join_url_and_walk_order():
-    from kerasgen.sources._paths import join_url
+    from kerasgen.storage.paths import join_url
     assert join_url("s3://b/dir", "img/a.jpg") == "s3://b/dir/img/a.jpg"
     assert join_url("s3://b/dir/", "../x.jpg") == "s3://b/x.jpg"
     assert join_url("s3://b/dir", "/top.jpg") == "s3://b/top.jpg"

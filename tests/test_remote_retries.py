@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 
 import kerasgen as kg
-from kerasgen.sources import _remote, _retry
+from kerasgen.storage import remote as _remote
+from kerasgen.storage import retry as _retry
 from tests import servers
 from tests.test_remote import assert_same, batches
 

@@ -1,4 +1,4 @@
-"""Secrets kept out of what the storage layer stores and logs (kerasgen/sources/_remote.py,
+"""Secrets kept out of what the storage layer stores and logs (kerasgen/storage/remote.py,
 _remote_cache.py): a URL's password, a token or a signed URL's signature in its query,
 and storage_options' key and secret never appear in any byte of the remote cache's
 folder, in any log record of the storage libraries at DEBUG level, in the Store's own
@@ -14,7 +14,7 @@ import traceback
 import pytest
 
 import kerasgen as kg
-from kerasgen.sources import _remote
+from kerasgen.storage import remote as _remote
 from tests import servers
 from tests.conftest import write_image
 

@@ -238,7 +238,7 @@ def _request(indices, **overrides):
 def test_stages_run_without_a_generator(image_folder):
     """A source answers a data-only BatchRequest alone; BatchMaker makes a batch from a
     frozen slice of an order and a source: no stage needs a generator."""
-    from kerasgen import _label_encoding as _labels
+    from kerasgen.labels import encoding as _labels
     from kerasgen.pipeline import making as _making
     from kerasgen.pipeline import order as _order
     from kerasgen.sources._image import ImageSource

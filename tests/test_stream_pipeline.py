@@ -1,5 +1,5 @@
 """kg.StreamGenerator on the shared pipeline (kerasgen/pipeline/stream_order.py's
-StreamOrder, kerasgen/pipeline/stream_source.py): batches made by the shared batch maker,
+StreamOrder, kerasgen/sources/_stream_records.py): batches made by the shared batch maker,
 byte-identical with 1 worker, worker threads and kerasgen's own worker processes; exact
 resume with processes; `fit` on kerasgen's pool; every image option (rescale, on_error,
 cache, decoder, decode_threads, aspect ratio, batch_augment, prefetch, stats);

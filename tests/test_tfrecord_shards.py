@@ -21,7 +21,7 @@ import pytest
 import kerasgen as kg
 from kerasgen import tfrecord
 from kerasgen.formats import shards as shards_mod
-from kerasgen.sources._remote_cache import RemoteCache
+from kerasgen.storage.remote_cache import RemoteCache
 
 from .test_contract import ids
 

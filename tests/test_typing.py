@@ -25,7 +25,7 @@ PACKAGE = Path(kg.__file__).parent
 ROOT = PACKAGE.parent
 
 # The public modules (tests/test_dropin.py: PUBLIC_MODULES), less `cli`: the command line,
-# whose API is its arguments. `pipeline.malloc` defines kg.tune_malloc and kg.leave_malloc.
+# whose API is its arguments. `arrays.malloc` defines kg.tune_malloc and kg.leave_malloc.
 MODULES = ("arrayrecord", "augment", "base", "callbacks", "generators", "gpu", "image_dataset",
            "inspection", "loader", "rebalance", "samplers", "sources", "sql", "stream", "tfrecord",
            "viz", "webdataset")
@@ -129,14 +129,14 @@ def test_every_public_method_of_a_public_class_is_annotated(name):
     assert not missing, f"parameters or returns without a type hint: {missing}"
 
 
-@pytest.mark.parametrize("module_name", ["kerasgen", "kerasgen.pipeline.malloc"]
+@pytest.mark.parametrize("module_name", ["kerasgen", "kerasgen.arrays.malloc"]
                          + [f"kerasgen.{m}" for m in MODULES])
 def test_every_public_function_is_annotated(module_name):
     module = importlib.import_module(module_name)
     functions = {k: v for k, v in vars(module).items()
                  if inspect.isfunction(v) and v.__module__ == module_name
                  and (not k.startswith("_") or module_name == "kerasgen")}
-    if module_name == "kerasgen.pipeline.malloc":  # public through kg.tune_malloc / leave_malloc
+    if module_name == "kerasgen.arrays.malloc":  # public through kg.tune_malloc / leave_malloc
         functions = {k: functions[k] for k in ("tune_malloc", "leave_malloc")}
     missing = {k: gaps for k, f in functions.items() if (gaps := _missing(f, module, False))}
     assert not missing, f"parameters or returns without a type hint: {missing}"
@@ -149,7 +149,7 @@ def test_every_name_of_all_is_checked_here():
         where = value.__name__ if inspect.ismodule(value) else value.__module__
         assert inspect.ismodule(value) or inspect.isclass(value) or inspect.isfunction(
             value), name
-        assert (where == "kerasgen.pipeline.malloc" or where.split(".")[-1] in MODULES
+        assert (where == "kerasgen.arrays.malloc" or where.split(".")[-1] in MODULES
                 or f"{where}.{name}" in CLASSES), name  # a class: annotations checked above
 
 
@@ -167,9 +167,10 @@ def test_a_hint_that_does_not_resolve_is_found():
 
 
 def test_string_options_are_exactly_the_values_the_code_accepts():
-    from kerasgen import _images, _typing, image_dataset, samplers, tfrecord
-    from kerasgen import _label_encoding as _labels
-    from kerasgen.pipeline import batching as _batching
+    from kerasgen import _typing, image_dataset, samplers, tfrecord
+    from kerasgen.loading import images as _images
+    from kerasgen.labels import encoding as _labels
+    from kerasgen.arrays import batching as _batching
 
     rebalance = importlib.import_module("kerasgen.rebalance")  # kg.rebalance: the function
 

@@ -19,7 +19,7 @@ import pytest
 
 import kerasgen as kg
 from kerasgen import webdataset as wdsmod
-from kerasgen.sources._remote_cache import RemoteCache
+from kerasgen.storage.remote_cache import RemoteCache
 
 from . import test_contract as contract
 

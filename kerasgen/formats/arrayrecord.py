@@ -15,7 +15,7 @@ from kerasgen import _budget, _checks, _redact
 from kerasgen._progress import progress
 from kerasgen.formats.base import Broken, OpenFiles
 from kerasgen.formats.tfrecord import TFRecordRecords, import_example, is_tfrecord
-from kerasgen.sources import _remote
+from kerasgen.storage import remote as _remote
 
 PIP = 'pip install "kerasgen3[arrayrecord]"'
 # Random access: no read-ahead (it would read past the record asked for), one thread

@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import IO, Any
 
 from kerasgen import _budget, _checks
-from kerasgen.sources import _remote
+from kerasgen.storage import remote as _remote
 
 # (image_key, label_key) by default, by reader kind
 KEYS = {"webdataset": ("jpg;png;jpeg", "cls"), "tfrecord": ("image", "label"),

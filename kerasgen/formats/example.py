@@ -10,7 +10,7 @@ from typing import Any, Literal
 import numpy as np
 
 from kerasgen import _checks
-from kerasgen.pipeline.batching import EXACT_INTEGERS
+from kerasgen.arrays.batching import EXACT_INTEGERS
 
 KINDS = ("image", "label", "float", "int")
 FeatureKind = Literal["image", "label", "float", "int"]  # KINDS

@@ -14,8 +14,9 @@ from kerasgen import _budget
 from kerasgen._progress import progress
 from kerasgen.formats.names import expand
 from kerasgen.formats.tfrecord import decompress
-from kerasgen.sources import _remote, _remote_cache
-from kerasgen.sources._remote_cache import RemoteCache
+from kerasgen.storage import remote as _remote
+from kerasgen.storage import remote_cache as _remote_cache
+from kerasgen.storage.remote_cache import RemoteCache
 
 CACHE_SUFFIX = {"GZIP": "gunzip", "ZLIB": "zlib"}  # the decompressed copy's cache key
 FETCH_THREADS = 8  # shards fetched or decompressed at once
@@ -35,7 +36,7 @@ class Shards:
     Args:
         files: a path, a URL, a glob pattern or a list of them.
         what: what a file is, in errors ("TFRecord file").
-        store: the `sources._remote.Store` that reads URLs (and holds the cache).
+        store: the `storage.remote.Store` that reads URLs (and holds the cache).
         compression: "" (none), "GZIP" or "ZLIB" (every file).
         verbose: a progress bar for copies taking over 2 s.
         max_record_bytes: the most bytes a record may declare while a compressed file

@@ -23,7 +23,7 @@ from kerasgen.formats import example as example_mod
 from kerasgen.formats.base import (Broken, OpenFiles, ShardReader, TooLarge, first_of,
                                    open_shard, read_at)
 from kerasgen.formats.compression import NAMES, ShardStream, sniff
-from kerasgen.sources import _remote
+from kerasgen.storage import remote as _remote
 
 PIP = 'pip install "kerasgen3[tfrecord]"'
 # compression_type as tf.data.TFRecordDataset names it ("" and None: none)

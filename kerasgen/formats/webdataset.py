@@ -16,7 +16,7 @@ from kerasgen._progress import progress
 from kerasgen.formats import labels
 from kerasgen.formats.base import OpenFiles, ShardReader, first_of, open_shard, read_at
 from kerasgen.formats.tar import Sample, fields_of, list_samples, tar_samples
-from kerasgen.sources import _remote
+from kerasgen.storage import remote as _remote
 
 WHAT = "WebDataset shard"
 INDEX_THREADS = 8  # shards indexed at once

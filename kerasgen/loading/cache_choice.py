@@ -1,7 +1,7 @@
 """Which cache a loader keeps its decoded samples in, from `cache=`: none, every sample
 in memory, as many as the budget holds ("auto"), a file reused by later runs (keyed by
 the files, the pixels' shape and how they were made), shared memory for worker
-processes. The caches themselves are `pipeline.cache`'s."""
+processes. The caches themselves are `loading.cache`'s."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from typing import Any
 import numpy as np
 
 from kerasgen import _checks
-from kerasgen import _images as images
-from kerasgen.pipeline import cache as cache_mod
+from kerasgen.loading import images
+from kerasgen.loading import cache as cache_mod
 
 WORDS = ("none", "memory", "auto")
 

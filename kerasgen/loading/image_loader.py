@@ -19,8 +19,8 @@ import numpy as np
 import numpy.typing as npt
 
 from kerasgen import _checks
-from kerasgen import _images as images
-from kerasgen import _nvdecode
+from kerasgen.loading import images
+from kerasgen.loading import nvdecode as _nvdecode
 from kerasgen import _stats as stats_mod
 from kerasgen._typing import StrPath
 from kerasgen.loading import cache_choice
@@ -28,8 +28,8 @@ from kerasgen.loading.bad_files import BAD, BadFiles, Substitutes, bad_file, sta
 from kerasgen.loading.decode_pool import DecodePool
 from kerasgen.loading.nv_batch import decode_jpegs
 from kerasgen.loading.options import DECODERS as DECODERS, ImageOptions
-from kerasgen.pipeline import batching
-from kerasgen.sources import _remote
+from kerasgen.arrays import batching
+from kerasgen.storage import remote as _remote
 
 class ImageLoader:
     """Loads encoded images as (height, width, channels) uint8 arrays (uint16 at
@@ -56,7 +56,7 @@ class ImageLoader:
             worker processes that share the machine's cores (each decodes on its share
             of them) and a memory cache, then in shared memory, filled and read by all
             of them (see `for_processes`).
-        store: the `sources._remote.Store` that reads paths that are URLs (s3://,
+        store: the `storage.remote.Store` that reads paths that are URLs (s3://,
             https://...); each batch's objects are fetched at once on its I/O threads
             (`prefetch`).
 

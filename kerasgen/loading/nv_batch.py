@@ -7,8 +7,8 @@ from typing import Any
 
 import numpy as np
 
-from kerasgen import _images as images
-from kerasgen import _jpeg
+from kerasgen.loading import images
+from kerasgen.loading import jpeg as _jpeg
 from kerasgen.loading.bad_files import BAD
 
 

@@ -16,7 +16,7 @@ from collections.abc import Mapping, MutableMapping
 from typing import Any, Literal, Optional
 
 from kerasgen import _checks
-from kerasgen import _images as images
+from kerasgen.loading import images
 
 DECODERS = ("opencv", "nvimgcodec")
 ON_ERROR = ("raise", "skip")

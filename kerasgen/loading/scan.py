@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from kerasgen import _images as images
+from kerasgen.loading import images
 from kerasgen._progress import progress
 from kerasgen.loading.bad_files import BAD, bad_file
 

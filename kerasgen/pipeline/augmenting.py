@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from kerasgen.pipeline import batching
+from kerasgen.arrays import batching
 from kerasgen import _seeding as seeding
 from kerasgen import augment as augment_mod
 from kerasgen.sources._boxes import ImageBoxes

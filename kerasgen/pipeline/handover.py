@@ -1,6 +1,6 @@
 """What crosses from a worker process to the training process, and how.
 
-A batch is written into a slot (`Slot`): anonymous shared memory (pipeline/shm.py) mapped
+A batch is written into a slot (`Slot`): anonymous shared memory (arrays/shm.py) mapped
 by both processes, written again only once nothing holds the arrays handed out (reference
 counts, as in batching.BufferPool). Only the batch's layout crosses the pipe
 (`layout_of`: offsets, dtypes and shapes; values that are not arrays pickled apart, so
@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from kerasgen.pipeline import shm as _shm
+from kerasgen.arrays import shm as _shm
 
 ALIGN = 64  # where each array of a batch starts in a slot
 # references of a free slot's array in `Slot.free`: the attribute, getrefcount's argument

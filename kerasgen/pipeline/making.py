@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from kerasgen.pipeline import batching
+from kerasgen.arrays import batching
 from kerasgen import _seeding as seeding
 from kerasgen import augment as augment_mod
 from kerasgen.sources import _batch_request as batch_request
@@ -26,7 +26,7 @@ from kerasgen.sources import _core as sources_mod
 from kerasgen.pipeline.augmenting import Augmentation, Unnamed
 
 if TYPE_CHECKING:
-    from kerasgen._label_encoding import Targets
+    from kerasgen.labels.encoding import Targets
     from kerasgen.pipeline.order import BatchSlice
     from kerasgen._stats import BatchTimings
 

@@ -234,7 +234,7 @@ class StreamSlice(BatchSlice):
     """Batch `number` of a stream: a `BatchSlice` whose `indices` number its records
     0..n-1 in the batch, `positions` their places in the stream (b * batch_size + k, they
     key each record's draws), and `records` the raw records themselves ((shard, record
-    number, raw) each), which the stream's source (`pipeline.stream_source`) parses,
+    number, raw) each), which the stream's source (`sources._stream_records`) parses,
     decodes and labels."""
 
     records: tuple[Item, ...] = ()

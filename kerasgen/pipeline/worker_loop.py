@@ -20,7 +20,7 @@ import numpy as np
 
 from kerasgen import _quiet
 from kerasgen.pipeline import handover
-from kerasgen.pipeline import shm as _shm
+from kerasgen.arrays import shm as _shm
 
 
 def serve(conn: multiprocessing.connection.Connection) -> None:

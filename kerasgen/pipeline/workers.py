@@ -64,7 +64,7 @@ from concurrent.futures import Future
 from typing import Any
 
 from kerasgen.pipeline import handover
-from kerasgen.pipeline import shm as _shm
+from kerasgen.arrays import shm as _shm
 from kerasgen.pipeline.crew import STOP_GRACE_S, Crew, stop_crew
 from kerasgen.pipeline.worker_start import (
     TEMP_PREFIX,

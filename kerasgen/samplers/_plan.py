@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from kerasgen.pipeline import batching
+from kerasgen.arrays import batching
 from kerasgen import _redact
 
 

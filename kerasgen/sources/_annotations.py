@@ -31,11 +31,11 @@ from kerasgen import _checks
 from kerasgen.sources import _boxes as boxes_mod
 from kerasgen.sources._boxes import MISSING as _MISSING, SHOW as _SHOW
 from kerasgen.sources._boxes import field_error as _bad, finite as _finite
-from kerasgen import _images as images
-from kerasgen import _jpeg
+from kerasgen.loading import images
+from kerasgen.loading import jpeg as _jpeg
 from kerasgen.sources import _listing as listing
-from kerasgen.sources import _paths
-from kerasgen.sources import _remote
+from kerasgen.storage import paths as _paths
+from kerasgen.storage import remote as _remote
 
 HEAD_BYTES = 1 << 18  # read to find an image's size in its header (JPEG markers, PNG IHDR)
 MAX_BOXES = 10_000  # the most boxes one image may hold unless `max_boxes` says more

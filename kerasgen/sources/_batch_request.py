@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from kerasgen.pipeline import batching
+from kerasgen.arrays import batching
 from kerasgen import _seeding as seeding
 from kerasgen import _stats as stats
 
@@ -38,7 +38,7 @@ class BatchRequest:
         with_masks: the samples' y is a segmentation mask, augmented with x.
         seed, epoch: the generator's seed and the batch's epoch (they key every draw,
             and the stand-in of a bad file).
-        buffers: the batch-array pool (`pipeline.batching.BufferPool`): batches allocated there
+        buffers: the batch-array pool (`arrays.batching.BufferPool`): batches allocated there
             are reused once Keras lets go of them.
         timings: the generator's `_stats.BatchTimings` (stats=True), or None; a source
             times its stages with `request.stage(name)`.

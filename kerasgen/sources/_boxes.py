@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from kerasgen import _checks
-from kerasgen import _images as images
+from kerasgen.loading import images
 
 # Keras's bounding_box_format names (keras.utils.bounding_boxes)
 FORMATS = ("xyxy", "yxyx", "xywh", "center_xywh", "center_yxhw",
@@ -149,7 +149,7 @@ def resize_geometry(size: tuple[int, int], image_size: tuple[int, int],
     """(scale [sx, sy], offset [ox, oy], window (top, left, height, width) of the output
     that holds image content) of the loader's resize of an image of `size` (height,
     width) to `image_size`: a point (x, y) of the file lands at (x, y) * scale + offset.
-    `aspect` as `_images.resize` takes it: None stretches, "crop" cuts the centred
+    `aspect` as `loading.images.resize` takes it: None stretches, "crop" cuts the centred
     window first, "pad" fits and pads."""
     height, width = size
     out_h, out_w = image_size

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from kerasgen.pipeline import batching
+from kerasgen.arrays import batching
 from kerasgen import _checks
 from kerasgen.sources._batch_request import BatchRequest, load_each
 from kerasgen.sources._core import (BatchSource, check, features_of, file_paths_of,

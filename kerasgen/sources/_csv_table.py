@@ -11,7 +11,8 @@ from typing import Any
 
 
 from kerasgen import _checks
-from kerasgen.sources import _paths, _remote
+from kerasgen.storage import paths as _paths
+from kerasgen.storage import remote as _remote
 
 
 class Table:

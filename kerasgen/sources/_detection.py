@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from kerasgen.pipeline import batching
+from kerasgen.arrays import batching
 from kerasgen.sources import _boxes as boxes_mod
 from kerasgen.sources._image import ImageSource
 from kerasgen.sources._batch_request import BatchRequest, default_assemble

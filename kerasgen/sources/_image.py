@@ -20,7 +20,7 @@ from kerasgen.loading import scan
 from kerasgen.loading.image_loader import ImageLoader
 from kerasgen.loading.options import ImageOptions
 from kerasgen.loading.options import check_rescale as check_rescale  # tfrecord's import
-from kerasgen.pipeline import batching
+from kerasgen.arrays import batching
 from kerasgen.sources._batch_request import BatchRequest, default_assemble
 
 

@@ -8,9 +8,10 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from kerasgen import _checks
-from kerasgen.sources import _paths, _remote
+from kerasgen.storage import paths as _paths
+from kerasgen.storage import remote as _remote
 from kerasgen import _seeding as seeding
-from kerasgen._images import IMAGE_EXTENSIONS, file_kind, is_image_file
+from kerasgen.loading.images import IMAGE_EXTENSIONS, file_kind, is_image_file
 from kerasgen import _redact
 from kerasgen.sources._csv_table import Table as Table
 from kerasgen.sources._csv_table import check_unique as check_unique
@@ -196,7 +197,7 @@ def list_image_folder(directory, class_names=None, classes_required=True,
     every image under `directory` is listed flat, with no labels. An entry named like an
     image that cannot be read is an error naming it, or with on_error="skip" left out
     with a warning and listed in `Listing.skipped`. A URL (s3://, gs://, https://...) is
-    listed once through `store` (a `sources._remote.Store`), in the same order.
+    listed once through `store` (a `storage.remote.Store`), in the same order.
     """
     if not isinstance(directory, (str, os.PathLike)):
         _checks.fail("directory", "a path to a folder", directory, TypeError)

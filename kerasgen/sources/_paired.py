@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from kerasgen.pipeline import batching
+from kerasgen.arrays import batching
 from kerasgen.sources._image import ImageSource
 from kerasgen.loading import scan
 from kerasgen.loading.image_loader import ImageLoader

@@ -1,5 +1,5 @@
 """The label cells of tables: the cells of one label column (a CSV file's text, a
-DataFrame's or a query's values) read as `_label_encoding.encode` takes them: numbers
+DataFrame's or a query's values) read as `labels.encoding.encode` takes them: numbers
 where they are written plainly as numbers, several labels per cell split at a delimiter,
 and the checks of a delimiter that would make labels silently wrong."""
 
@@ -14,7 +14,7 @@ import numpy as np
 
 from kerasgen import _checks
 from kerasgen import _redact
-from kerasgen._label_encoding import CLASS_MODES, Describe, is_missing, plain
+from kerasgen.labels.encoding import CLASS_MODES, Describe, is_missing, plain
 
 # A CSV cell is text. It is read as a number only when it is written as one plainly:
 # "7" and "-1" are integers (class ids), "0.5" and "7.0" are numbers; "007", "07" and "+7"

@@ -8,8 +8,8 @@ import numbers
 
 import numpy as np
 
-from kerasgen import _label_cells as label_cells
-from kerasgen import _label_encoding as label_encoding
+from kerasgen.labels import cells as label_cells
+from kerasgen.labels import encoding as label_encoding
 from kerasgen import _redact
 from kerasgen.sources import _listing as listing
 

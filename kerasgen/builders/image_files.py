@@ -8,9 +8,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from kerasgen import _checks
-from kerasgen import _images as images
+from kerasgen.loading import images
 from kerasgen import _redact
-from kerasgen._builders import Splits, worker_processes
+from kerasgen.builders.common import Splits, worker_processes
 from kerasgen._typing import Cache, ColorMode, Decoder, Interpolation, OnError
 from kerasgen.base import Generator
 from kerasgen.loading.image_loader import ImageLoader

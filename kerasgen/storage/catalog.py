@@ -15,10 +15,10 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, NoReturn
 
 from kerasgen import _atomic, _redact
-from kerasgen.sources import _remote_cache
-from kerasgen.sources._remote_cache import RemoteCache
-from kerasgen.sources._retry import Retry
-from kerasgen.sources._urls import Filesystems, is_url, is_web, quote_url, remember, walk_key
+from kerasgen.storage import remote_cache as _remote_cache
+from kerasgen.storage.remote_cache import RemoteCache
+from kerasgen.storage.retry import Retry
+from kerasgen.storage.urls import Filesystems, is_url, is_web, quote_url, remember, walk_key
 
 _VERSION_FIELDS = ("ETag", "etag", "md5Hash", "generation", "LastModified", "mtime",
                    "updated", "Last-Modified", "created")

@@ -47,7 +47,7 @@ class Views:
         from the current one (`epochs` of them; None: forever, so pass
         steps_per_epoch=len(gen) to fit). Batches are computed in parallel, in order.
         Needs TensorFlow."""
-        from kerasgen import _tfdata as tfdata
+        from kerasgen.adapter import tfdata
 
         return tfdata.to_tf_dataset(self, epochs, num_parallel_calls, prefetch)
 

@@ -23,9 +23,9 @@ from typing import Any, NoReturn
 import numpy as np
 
 from kerasgen import _atomic, _checks
-from kerasgen.pipeline import shm as _shm
+from kerasgen.arrays import shm as _shm
 from kerasgen import _redact
-from kerasgen.sources._remote_cache import object_url
+from kerasgen.storage.remote_cache import object_url
 
 
 def _optional_module(name: str) -> ModuleType | None:

@@ -1,6 +1,6 @@
 """How `base.Generator.__init__` builds its stages from its arguments, one object per
 stage, in the order they depend on each other: the source (given, or a subclass's own),
-the targets (`_label_encoding.Targets`), the batch maker, the epochs' order and the feeding. The
+the targets (`labels.encoding.Targets`), the batch maker, the epochs' order and the feeding. The
 generator holds them; none of them holds the generator."""
 
 from __future__ import annotations
@@ -9,12 +9,14 @@ import dataclasses
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from kerasgen import _checks, _hooks, _validation
-from kerasgen import _labels as labels_mod
-from kerasgen import _label_encoding as label_encoding
+from kerasgen import _checks
+from kerasgen.adapter import hooks as _hooks
+from kerasgen.adapter import validation as _validation
+from kerasgen.labels import targets as labels_mod
+from kerasgen.labels import encoding as label_encoding
 from kerasgen import _seeding as seeding
 from kerasgen import _stats as stats_mod
-from kerasgen.pipeline import batching
+from kerasgen.arrays import batching
 from kerasgen.pipeline import feeding as _feeding
 from kerasgen.pipeline import making as _making
 from kerasgen.pipeline import order as _order
@@ -92,7 +94,7 @@ def assemble(gen: Any, placement: _feeding.Placement, source: Any, num_samples: 
 def make_targets(gen: Any, label_mode: str | None, class_names: Sequence[str] | None,
                  num_classes: int | None, mask_format: str,
                  sample_weight: npt.ArrayLike | None) -> label_encoding.Targets:
-    """The targets of the source's labels (`_label_encoding.Targets`), checked, and what the
+    """The targets of the source's labels (`labels.encoding.Targets`), checked, and what the
     source refuses of them; sets the label mode ("auto" resolved) on `gen`."""
     source = gen.source
     named = source.class_names

@@ -5,7 +5,7 @@ targets, one per sample, and each batch's y gathered from them) and the encoders
 labels (`encode_class_labels`), multi-labels (`encode_multi_labels`), raw values
 (`encode_raw`), `encode` (one of them by label mode) and segmentation masks
 (`encode_masks`, per batch). A generator's targets, built and checked from its arguments,
-are `_labels.generator_targets`; the label cells of tables are `_label_cells`."""
+are `labels.targets.generator_targets`; the label cells of tables are `labels.cells`."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from kerasgen import _checks
-from kerasgen.pipeline import batching
+from kerasgen.arrays import batching
 from kerasgen import _redact
 
 LABEL_MODES = ("int", "categorical", "binary", "multi_label", "raw", "mask", "input", "boxes",

@@ -41,12 +41,12 @@ from typing import IO, Any
 import numpy as np
 
 from kerasgen import _redact
-from kerasgen.sources import _remote_cache, _retry
-from kerasgen.sources._catalog import Catalog, quietly as _quietly
-from kerasgen.sources._remote_cache import RemoteCache
-from kerasgen.sources._urls import (  # noqa: F401  (the storage layer's face)
-    PIP, Filesystems, any_url, check_options, is_url, local, protocol, quote_url, remember,
-    walk_key)
+from kerasgen.storage import remote_cache as _remote_cache
+from kerasgen.storage import retry as _retry
+from kerasgen.storage.catalog import Catalog, quietly as _quietly
+from kerasgen.storage.remote_cache import RemoteCache
+from kerasgen.storage.urls import (PIP, Filesystems, any_url, check_options, is_url, local,  # noqa: F401  (the storage layer's face)
+    protocol, quote_url, remember, walk_key)
 
 IO_THREADS = 32  # transfers in flight at once per process (waiting, not computing)
 _PENDING_MAX = 4096  # objects fetched ahead and not yet read, at most

@@ -30,11 +30,11 @@ from typing import Any
 import numpy as np
 
 from kerasgen import _checks, _redact
-from kerasgen import _images as images
-from kerasgen import _label_encoding as labels_mod
+from kerasgen.loading import images
+from kerasgen.labels import encoding as labels_mod
 from kerasgen.loader import ImageLoader
 from kerasgen.loading.options import ImageOptions
-from kerasgen.pipeline import cache as cache_mod
+from kerasgen.loading import cache as cache_mod
 from kerasgen.sources import _batch_request as sources_mod
 from kerasgen.sources._image import ImageSource
 
@@ -178,7 +178,7 @@ class RecordSource:
 
     # ----------------------------------------------------------------- one record
     def label_value(self, label: Any, where: str) -> Any:
-        """A record's label as `_labels` reads labels: a class name of `class_names`, or
+        """A record's label as `labels.targets` reads labels: a class name of `class_names`, or
         a class id (bytes read as text, an id written as text read as a number). A
         label that is missing, or a name without `class_names` (a stream cannot infer
         its classes), is a ValueError naming the record."""
@@ -196,7 +196,7 @@ class RecordSource:
             raise ValueError(f"`class_names` must name every class of the stream. "
                              f"Received: label {label!r} in {where}, and no class_names "
                              "(a stream cannot infer them).")
-        return label  # not one of class_names: `_labels` says so, naming the record
+        return label  # not one of class_names: `labels.targets` says so, naming the record
 
     def decode(self, x: Any, where: str) -> Any:
         """A record's x: encoded image bytes decoded (and resized to `image_size`), an
@@ -258,7 +258,7 @@ class BatchRecords:
         parsed = [reader.parse(raw, where) for (_, _, raw), where in zip(records,
                                                                          self.where)]
         self.xs = [x for x, _ in parsed]
-        self.targets = None  # the labels as `_labels` encodes them, with their checks
+        self.targets = None  # the labels as `labels.targets` encodes them, with their checks
         if shared.label_mode is not None:
             self.targets = labels_mod.encode_class_labels(
                 [shared.label_value(label, where) for (_, label), where in zip(

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from kerasgen.sources import _remote
+from kerasgen.storage import remote as _remote
 
 _CURSOR = threading.Lock()  # guards every generator's `next` position (held briefly)
 

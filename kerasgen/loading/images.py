@@ -1,5 +1,5 @@
 """Image decoding with OpenCV (which releases the GIL): headers, sizes, bit depths,
-orientation, masks; the resize is `_resize`'s (its names re-exported here)."""
+orientation, masks; the resize is `loading.resize`'s (its names re-exported here)."""
 
 import errno
 import io
@@ -11,16 +11,17 @@ from typing import Literal
 import cv2
 import numpy as np
 
-from kerasgen import _checks, _jpeg
+from kerasgen import _checks
+from kerasgen.loading import jpeg as _jpeg
 from kerasgen._checks import file_kind
 from kerasgen import _redact
-from kerasgen._resize import COLOR_MODES as COLOR_MODES
-from kerasgen._resize import INTERPOLATIONS as INTERPOLATIONS
-from kerasgen._resize import aspect_mode as aspect_mode
-from kerasgen._resize import check_interpolation as check_interpolation
-from kerasgen._resize import crop_box, pad_box, resize
-from kerasgen._resize import resize_key as resize_key
-from kerasgen.sources import _paths
+from kerasgen.loading.resize import COLOR_MODES as COLOR_MODES
+from kerasgen.loading.resize import INTERPOLATIONS as INTERPOLATIONS
+from kerasgen.loading.resize import aspect_mode as aspect_mode
+from kerasgen.loading.resize import check_interpolation as check_interpolation
+from kerasgen.loading.resize import crop_box, pad_box, resize
+from kerasgen.loading.resize import resize_key as resize_key
+from kerasgen.storage import paths as _paths
 
 # Pillow's decompression-bomb limit (PIL.Image.MAX_IMAGE_PIXELS: a 24-bit 1 GiB image):
 # the default `max_pixels` of the image generators.
@@ -263,7 +264,7 @@ def read_file(path, root=None, what="image file", max_bytes=None):
 
     The file is opened without blocking and must be a regular file: a FIFO, socket or
     device named like an image is refused, not read (reading a FIFO would wait forever).
-    `root`: None, a real folder path (`directory`), a `sources._paths.Root` or several:
+    `root`: None, a real folder path (`directory`), a `storage.paths.Root` or several:
     when given, the file's real path must lie in one of them at the moment it is opened
     (`_paths.opened`), so that a file replaced by a symbolic link leading out after the
     generator listed it is refused (ValueError), not read; the last component is opened

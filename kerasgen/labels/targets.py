@@ -1,7 +1,7 @@
 """A generator's targets: its `Targets` built and checked from its arguments
 (`generator_targets`), and the classes of the generators given to one `fit` compared
-(`check_fit_partners`). The encoders are `_label_encoding`, the label cells of tables
-`_label_cells`."""
+(`check_fit_partners`). The encoders are `labels.encoding`, the label cells of tables
+`labels.cells`."""
 
 from __future__ import annotations
 
@@ -12,8 +12,7 @@ import numpy as np
 import numpy.typing as npt
 
 from kerasgen import _checks
-from kerasgen._label_encoding import (LABEL_MODES, MASK_FORMATS, Describe, Targets, encode,
-                                      row_name)
+from kerasgen.labels.encoding import LABEL_MODES, MASK_FORMATS, Describe, Targets, encode, row_name
 
 
 def _length(values: Any) -> int:

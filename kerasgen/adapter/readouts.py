@@ -11,7 +11,7 @@ import numpy as np
 
 from kerasgen import _seeding as seeding
 from kerasgen import _stats as stats_mod
-from kerasgen import _validation
+from kerasgen.adapter import validation as _validation
 from kerasgen.loading.options import check_rescale
 from kerasgen.sources import _core as sources_mod
 

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from kerasgen import _checks
-from kerasgen.pipeline import batching
+from kerasgen.arrays import batching
 from kerasgen.sources import _batch_request as batch_request
 from kerasgen.sources import _core as sources_mod
 from kerasgen.sources._batch_request import BatchRequest

@@ -10,7 +10,7 @@ root, why it is outside and the argument that lifts the rule (`allow_outside=Tru
 `follow_links=True` for folder walks).
 
 The rule is checked twice: when the generator is built (`Root.check`, on the real path)
-and again when each file is opened (`opened`, used by `_images.read_file`: the real path
+and again when each file is opened (`opened`, used by `loading.images.read_file`: the real path
 must lie in a root, and the last component is then opened without following a link), so
 a file replaced by a link after the listing is refused, not read.
 
@@ -27,7 +27,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from kerasgen.sources import _remote
+from kerasgen.storage import remote as _remote
 
 _NO_AUTHORITY = ("memory", "file", "local")  # protocols whose paths start at "/"
 
