@@ -23,9 +23,11 @@ spec.loader.exec_module(package)
 @pytest.fixture(scope="module")
 def dist(tmp_path_factory):
     out = tmp_path_factory.mktemp("dist")
-    # --no-isolation: this venv's setuptools, no download (CI's `make package` isolates)
-    result = subprocess.run([sys.executable, "-m", "build", "--sdist", "--wheel",
-                             "--no-isolation", "--outdir", str(out), str(ROOT)],
+    # --no-isolation: this venv's setuptools, no download (CI's `make package` isolates);
+    # no --sdist/--wheel: the wheel is built from the sdist, as pip builds it from PyPI's,
+    # so a stale build/ folder of the working tree cannot slip a moved module into it
+    result = subprocess.run([sys.executable, "-m", "build", "--no-isolation",
+                             "--outdir", str(out), str(ROOT)],
                             capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     return out

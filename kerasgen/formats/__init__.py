@@ -1,7 +1,7 @@
 """Formats: one reader per shard or record format, each byte rule written once. This
 package is internal: the public generators (tfrecord.py, webdataset.py, arrayrecord.py,
 stream.py) are built on it. It sits in the storage layer: it imports the foundations and
-`storage.remote`/`_remote_cache` only.
+`storage.remote`/`storage.remote_cache` only.
 
   base.py         what every reader shares: `ShardReader` (a shard's records streamed,
                   errors naming shard and record), `OpenFiles` (shard files kept open per

@@ -6,7 +6,7 @@ the epoch's order (`pipeline.order.EpochOrder.slice`), in the training loop's th
 work-ahead thread or in a worker process (see pipeline/feeding.py): the samples loaded, blended,
 augmented and assembled by the source (`load_batch(request)` with a data-only
 `sources.BatchRequest`, or `sources.load_each`, one sample at a time), their targets
-(`_label_encoding.Targets.for_batch`), the batch augmentation and the sample weights. Every draw
+(`labels.encoding.Targets.for_batch`), the batch augmentation and the sample weights. Every draw
 is keyed by (seed, epoch, position in the epoch) or (seed, epoch, batch number), so a
 batch is a pure function of the source, the seed, the epoch and b.
 """

@@ -38,9 +38,10 @@ the first part with labels.
 This package is the public face; the sources themselves live in its modules: `_core`
 (the protocol and the helpers over any source), `_batch_request` (`BatchRequest`, a
 batch loaded one sample at a time), `_arrays` (`ArraySource`), `_compose`
-(`concatenate`, `zip`), `_listing` (folders and CSV tables), `_image`, `_paired` and
-`_detection` (image files), `_annotations` and `_boxes` (detection annotations),
-`_remote` and `_remote_cache` (objects behind URLs).
+(`concatenate`, `zip`), `_listing` and `_csv_table` (folders and CSV tables), `_image`,
+`_paired` and `_detection` (image files), `_annotations` and `_boxes` (detection
+annotations), `_stream_records` (a stream batch's records). Objects behind URLs are
+read by `kerasgen.storage`.
 """
 
 from kerasgen.sources._arrays import ArraySource

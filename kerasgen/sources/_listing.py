@@ -35,7 +35,7 @@ class _Walk:
     file, and a class folder that is a link, are read with either setting; a link to a
     folder inside a class folder (or inside a flat folder) is entered only with
     `follow_links`. Without `follow_links`, nothing outside `root` is read: a link that
-    leads out of it is an error naming it (Keras would read it), in `_paths`' one form
+    leads out of it is an error naming it (Keras would read it), in `storage.paths`' one form
     (lifted by follow_links=True). With `follow_links`,
     each real folder is entered once, whatever the links leading to it: a link back to a
     folder already listed (a loop, or a second way to the same files) is skipped with a
@@ -308,7 +308,7 @@ def paired_masks(paths, directory, mask_dir, store=None, what="mask", argument="
     URL `mask_dir` is listed once through `store`. `argument` names mask_dir in errors
     (target_dir: paired target images). Without `follow_links`, a mask that is (or lies
     behind) a symbolic link leading out of `mask_dir` is refused, as an image leading out
-    of `directory` is (`_paths`' one message, naming the mask and its image)."""
+    of `directory` is (`storage.paths`' one message, naming the mask and its image)."""
     mask_dir = _remote.local(os.fspath(mask_dir))
     root = _paths.Root.of(mask_dir, f"`{argument}`", "follow_links=True")
     store = store or _remote.Store()
