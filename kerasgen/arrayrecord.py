@@ -97,7 +97,7 @@ class ArrayRecordGenerator(ExampleGenerator):
                  crop_to_aspect_ratio: bool = False, pad_to_aspect_ratio: bool = False,
                  cache: Cache = None, on_error: OnError = "raise",
                  decode_threads: int | None = None,
-                 max_pixels: int | None = images.MAX_PIXELS, bit_depth: int | None = None,
+                 max_pixels: int | None = images.MAX_PIXELS, bit_depth: int | None = 8,
                  **common: Any) -> None:
         _checks.labels_come_from(self, common, "the feature of kind 'label' in "
                                  "`feature_spec`")

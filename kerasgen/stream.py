@@ -42,25 +42,45 @@ from typing import TYPE_CHECKING, Any, Literal, Union
 from keras.utils import PyDataset
 
 from kerasgen import _budget, _checks, _keras_compat, _redact
-from kerasgen.loading import images
-from kerasgen.labels import encoding as label_encoding
 from kerasgen import _seeding as seeding
 from kerasgen import _stats as stats_mod
 from kerasgen import tfrecord as tfrecord_mod
-from kerasgen._typing import (BatchAugmentSteps, Cache, ColorMode, Decoder, DType,
-                              ImageSize, Interpolation, OnError)
-from kerasgen.formats.base import CallableRecords, ReadShard, ShardReader
-from kerasgen.formats.names import check_exists, shard_names
-from kerasgen.formats.tfrecord import TFRecordRecords
-from kerasgen.formats.webdataset import WebDatasetRecords
-from kerasgen.loading.options import ImageOptions
+from kerasgen._typing import (
+    BatchAugmentSteps,
+    Cache,
+    ColorMode,
+    Decoder,
+    DType,
+    ImageSize,
+    Interpolation,
+    OnError,
+)
 from kerasgen.arrays import batching
+from kerasgen.formats.base import KEYS, CallableRecords, Item, ReadShard, ShardReader, open_shard  # noqa: F401  (see Shards below)
+from kerasgen.formats.compression import ShardStream  # noqa: F401
+from kerasgen.formats.names import check_exists, shard_names
+from kerasgen.formats.tar import tar_samples  # noqa: F401
+from kerasgen.formats.tfrecord import (
+    TFRecordRecords,
+    tfrecord_records,  # noqa: F401
+)
+from kerasgen.formats.webdataset import WebDatasetRecords
+from kerasgen.labels import encoding as label_encoding
+from kerasgen.loading import images
+from kerasgen.loading.options import ImageOptions
 from kerasgen.pipeline import feeding as _feeding
 from kerasgen.pipeline import making as _making
 from kerasgen.pipeline.augmenting import Augmentation
-from kerasgen.pipeline.stream_order import ShardOrder, StreamOrder
-from kerasgen.sources._stream_records import RecordSource
+from kerasgen.pipeline.stream_order import (  # noqa: F401
+    KEEP,
+    SHARD_ORDER,
+    SHUFFLE_BUFFER,
+    ShardOrder,
+    StreamOrder,
+    VirtualStream,
+)
 from kerasgen.sources import _core as sources_mod
+from kerasgen.sources._stream_records import RecordSource
 from kerasgen.storage import remote as _remote
 
 if TYPE_CHECKING:
@@ -71,8 +91,13 @@ Reader = Literal["webdataset", "tfrecord"]  # READERS
 LABEL_MODES = ("int", "categorical", "binary", None)
 StreamLabelMode = Literal["int", "categorical", "binary"]  # LABEL_MODES, less None
 ShardPaths = Union[str, "os.PathLike[str]", Sequence[Union[str, "os.PathLike[str]"]]]
+
+# The names this module defined before its readers and its order moved (issue 49) to
+# kerasgen/formats/ and pipeline/stream_order.py, still importable from here.
+Shards = ShardPaths  # the `shards` argument's type (tfrecord.Shards is another thing)
+Records = ShardReader  # a shard's records read as a stream (tfrecord.Records: Examples)
 # a stream's own defaults of the image options (the rest are ImageOptions')
-OPTION_DEFAULTS = {"cache": None, "verbose": 0}
+OPTION_DEFAULTS = {"cache": None, "verbose": 0, "bit_depth": 8}  # 8: as it always decoded
 
 
 class StreamGenerator(PyDataset):
@@ -191,7 +216,8 @@ class StreamGenerator(PyDataset):
         self._config = {k: v for k, v in locals().items()
                         if k not in ("self", "unknown", "__class__")}
         self._config.update(unknown)
-        self.options = ImageOptions.take(  # what else is left in `unknown` is refused
+        # the image options, checked once (frozen), as the image generators take them
+        self.image_options = options = ImageOptions.take(  # the rest of `unknown` refused
             {k: v for k, v in self._config.items() if k in ImageOptions.names()},
             OPTION_DEFAULTS)
         unknown = {k: v for k, v in unknown.items() if k not in ImageOptions.names()}
@@ -212,9 +238,8 @@ class StreamGenerator(PyDataset):
         self.shuffle = bool(shuffle)
         self.shuffle_buffer = _checks.non_negative_int("shuffle_buffer", shuffle_buffer)
         self.dtype = _checks.one_of("dtype", dtype, batching.DTYPES)
-        self.image_size, self.color_mode = self.options.image_size, self.options.color_mode
-        self.interpolation, self.max_pixels = (self.options.interpolation,
-                                               self.options.max_pixels)
+        self.image_size, self.color_mode = options.image_size, options.color_mode
+        self.interpolation, self.max_pixels = options.interpolation, options.max_pixels
         self.max_record_bytes = _budget.check_max_record_bytes(max_record_bytes)
         self.label_mode = _checks.one_of("label_mode", label_mode, LABEL_MODES)
         self.class_names, self.num_classes = _classes(label_mode, class_names, num_classes)
@@ -229,7 +254,7 @@ class StreamGenerator(PyDataset):
         self._order = StreamOrder(shard_order, self.records, self.batch_size,
                                   self.shuffle_buffer if self.shuffle else 0, self.shards)
         self.source = placement.share(RecordSource(
-            self.records, self.options, self.label_mode, self.class_names,
+            self.records, options, self.label_mode, self.class_names,
             self.num_classes, self.dtype))
         self._stats = stats_mod.BatchTimings() if stats else None
         self.augment, self.batch_augment = augment, batch_augment
@@ -382,7 +407,7 @@ def _maker(gen: StreamGenerator, placement: _feeding.Placement) -> _making.Batch
     sources_mod.check_batches(gen.source, gen.dtype, None, None)
     maker = _making.BatchMaker(
         gen.source, label_encoding.Targets(None), name=type(gen).__name__, dtype=gen.dtype,
-        rescale=gen.options.rescale, augment=None if gen.augment is None else Augmentation(
+        rescale=gen.image_options.rescale, augment=None if gen.augment is None else Augmentation(
             gen.augment, gen.label_mode, one_shape=gen.batch_size > 1),
         batch_augment=gen.batch_augment, label_mode=gen.label_mode, timings=gen.timings)
     placement.check(maker)

@@ -41,10 +41,9 @@ from kerasgen.loader import DECODERS, ImageLoader  # noqa: F401  (DECODERS: its 
 from kerasgen.loading.options import ImageOptions
 from kerasgen.storage import remote as _remote
 from kerasgen.sources._arrays import ArraySource
-from kerasgen.sources._image import ImageSource, check_rescale
+from kerasgen.sources._image import ImageSource
 from kerasgen.storage.remote_cache import RemoteCache
 
-_Framing = Framing
 
 
 class Records:
@@ -98,7 +97,7 @@ class Records:
                              options, read=self.image_bytes, processes=processes,
                              store=SampleVersions(self))
         return _RecordImages(loader, self.labels, class_names=class_names,
-                             rescale=check_rescale(options.rescale), describe=self.describe)
+                             rescale=options.rescale, describe=self.describe)
 
     # what a decoded-image file cache keys records by (formats.base.SampleVersions)
     def __len__(self) -> int:
@@ -230,8 +229,17 @@ class ExampleGenerator(Generator):
         if label_mode == "auto":
             label_mode = "int" if self.records.label_key is not None else None
         processes = worker_processes(common)
+        self._image_options = options  # of "image" features (their source holds none else)
         super().__init__(source=self.records.source(options, class_names, processes),
                          label_mode=label_mode, **common)
+
+    @property
+    def image_options(self) -> ImageOptions:
+        """The image options of "image" features, checked once (frozen): the keywords
+        the generator was given, `rescale` as `gen.rescale` is now."""
+        options = self._image_options
+        return options if options.rescale == self.rescale else options.replace(
+            rescale=self.rescale)
 
     # what users read, kept on the generator (the records and the source hold them)
     @property
@@ -365,7 +373,7 @@ class TFRecordGenerator(ExampleGenerator):
                  crop_to_aspect_ratio: bool = False, pad_to_aspect_ratio: bool = False,
                  cache: Cache = None, on_error: OnError = "raise",
                  decode_threads: int | None = None,
-                 max_pixels: int | None = images.MAX_PIXELS, bit_depth: int | None = None,
+                 max_pixels: int | None = images.MAX_PIXELS, bit_depth: int | None = 8,
                  **common: Any) -> None:
         _checks.labels_come_from(self, common, "the feature of kind 'label' in "
                                  "`feature_spec`")

@@ -141,7 +141,7 @@ class WebDatasetGenerator(ImageFileGenerator):
                  rescale: float | None = None, cache: Cache = "auto",
                  on_error: OnError = "raise", decode_threads: int | None = None,
                  decoder: Decoder = "opencv", verbose: int = 1,
-                 max_pixels: int | None = images.MAX_PIXELS, bit_depth: int | None = None,
+                 max_pixels: int | None = images.MAX_PIXELS, bit_depth: int | None = 8,
                  max_record_bytes: int | None = _budget.MAX_RECORD_BYTES,
                  storage_options: Mapping[str, Any] | None = None,
                  remote_cache: StrPath | RemoteCache | None = None,

@@ -366,3 +366,63 @@ def test_an_arrayrecord_file_streams_the_records_it_gives_by_index(tmp_path):
     np.testing.assert_array_equal(x, EXPECTED_X)
     assert [label for _, label in parsed] == [NAMES[k] for k in np.asarray(indexed[0][1])]
     assert [label for _, label in parsed] == [NAMES[k % 2] for k in range(COUNT)]
+
+
+def test_a_text_label_is_a_class_name_for_both_readers(tmp_path):
+    """A "txt" label written as digits is the class *name* "10" for WebDatasetGenerator
+    (sorted among the names: "10" before "2"), so the stream reads it as a name too,
+    never as the id 10; without class_names the stream, which cannot sort names it has
+    not seen, refuses it and says why."""
+    names = ["0", "1", "10", "2"]
+    path = tmp_path / "digits.tar"
+    path.write_bytes(tar_bytes("txt", lambda i: names[i % 4].encode()))
+    indexed = kg.WebDatasetGenerator(str(path), image_key="png", label_key="txt",
+                                     verbose=0, **COMMON)
+    assert indexed.class_names == names  # sorted as text
+    streamed = kg.StreamGenerator(str(path), "webdataset", image_key="png",
+                                  label_key="txt", class_names=indexed.class_names,
+                                  **STREAM)
+    expected = [names.index(names[i % 4]) for i in range(COUNT)]
+    assert np.asarray(indexed[0][1]).tolist() == expected
+    assert np.asarray(streamed[0][1]).tolist() == expected  # "10" is id 2, not 10
+    unnamed = kg.StreamGenerator(str(path), "webdataset", image_key="png",
+                                 label_key="txt", num_classes=11, **STREAM)
+    with pytest.raises(ValueError, match="Text is a class name"):
+        unnamed[0]
+
+
+def test_a_record_label_that_is_no_class_id_or_name_is_refused():
+    for value in (True, 1.0, np.float32(2)):
+        def one(shard, value=value):
+            yield pixels(0), value
+
+        gen = kg.StreamGenerator(["s"], one, num_classes=3, image_size=None, batch_size=1,
+                                 shuffle=False, num_streams=1)
+        with pytest.raises(ValueError, match="must be a class id or a class name"):
+            gen[0]
+
+
+@pytest.mark.parametrize("generator", ["WebDatasetGenerator", "TFRecordGenerator",
+                                       "StreamGenerator"])
+def test_uint16_batches_keep_8_bit_pixels_unless_bit_depth_says_16(tmp_path, generator):
+    """These generators decoded at 8 bits before ImageOptions: dtype="uint16" alone keeps
+    0..255 (bit_depth=8 by default); bit_depth=16 widens 8-bit images (x257)."""
+    path = tmp_path / "shard.tar"
+    path.write_bytes(tar_bytes("cls", lambda i: str(i % 2).encode()))
+    record = tmp_path / "x.tfrecord"
+    record.write_bytes(tfrecord_bytes([example(i, lambda i: i % 2) for i in range(COUNT)]))
+    common = dict(COMMON, dtype="uint16")
+
+    def make(**options):
+        if generator == "WebDatasetGenerator":
+            return kg.WebDatasetGenerator(str(path), image_key="png", verbose=0,
+                                          **common, **options)
+        if generator == "TFRecordGenerator":
+            return kg.TFRecordGenerator(str(record), {"image": "image", "label": "label"},
+                                        verbose=0, **common, **options)
+        return kg.StreamGenerator(str(path), "webdataset", image_key="png", num_classes=2,
+                                  num_streams=1, **common, **options)
+
+    np.testing.assert_array_equal(make()[0][0], EXPECTED_X)
+    np.testing.assert_array_equal(make(bit_depth=16)[0][0],
+                                  EXPECTED_X.astype(np.uint16) * 257)

@@ -290,18 +290,12 @@ OPTIONS = {
 }
 
 # the cells that fail until the generator takes the option (issue 49: helpers pending)
-PENDING: dict[tuple[str, str], str] = {}  # (generator, option) cells not yet met
 
 
 def _cells():
     for generator in GENERATORS:
         for option in OPTIONS:
-            marks = []
-            if (generator, option) in PENDING:
-                marks.append(pytest.mark.xfail(
-                    strict=True, reason=f"issue 49: {generator} lacks {option} (helper "
-                                        f"pending): {PENDING[generator, option]}"))
-            yield pytest.param(generator, option, marks=marks, id=f"{generator}-{option}")
+            yield pytest.param(generator, option, id=f"{generator}-{option}")
 
 
 def _expected(data, keywords):

@@ -21,6 +21,7 @@ import pytest
 
 import kerasgen as kg
 from kerasgen.pipeline import feeding as _feeding
+from kerasgen.pipeline import worker_start
 from kerasgen.pipeline import workers as _workers
 
 from .test_distributed import child_pids, multiprocessing_helper, worker_pids
@@ -240,7 +241,7 @@ def test_orphaned_temporary_folders_of_kerasgen_only_are_removed(tmp_path):
     (tmp_path / f"kerasgen-{dead}-link").symlink_to(tmp_path / f"kerasgen-{dead}-locked")
     held = os.open(tmp_path / f"kerasgen-{dead}-locked" / "owner.lock", os.O_RDWR)
     try:
-        assert _workers._lock(held, wait=False)  # as a live process of another namespace
+        assert worker_start.lock(held, wait=False)  # as a live process of another namespace
         removed = _workers.remove_orphans(str(tmp_path))
     finally:
         os.close(held)

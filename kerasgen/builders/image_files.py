@@ -107,22 +107,14 @@ class ImageFileGenerator(Splits, Generator):
 
 
 def image_source(paths: list[str], labels: Any, class_names: Any, common: dict[str, Any],
-                 options: ImageOptions | None = None, *, describe: Any = None,
+                 options: ImageOptions, *, describe: Any = None,
                  files_found: int | None = None, listing_s: float = 0.0,
                  mask_paths: list[str] | None = None, skipped: Sequence[str] = (),
-                 read: Any = None, root: Any = None, store: Any = None,
-                 **legacy: Any) -> ImageSource:
+                 read: Any = None, root: Any = None, store: Any = None) -> ImageSource:
     """The ImageSource of image files `paths` (or of records `read` reads), with an
     ImageLoader of `options`, shared by the worker processes `common` asks for.
     `mask_paths`, `skipped`, `read`, `root` and `store` are the loader's (see
-    `ImageLoader`). Without `options`, the image options may still come as the loader's
-    older keywords (image_size=..., aspect=..., rescale=...;
-    `ImageOptions.from_loader_keywords`)."""
-    if options is None:
-        options = ImageOptions.from_loader_keywords(**legacy)
-    elif legacy:
-        raise TypeError("image_source() takes its image options as one ImageOptions. "
-                        f"Received also: {sorted(legacy)}.")
+    `ImageLoader`)."""
     loader = ImageLoader(paths, options, mask_paths=mask_paths, skipped=skipped, read=read,
                          root=root, processes=worker_processes(common), store=store)
     return ImageSource(loader, labels, class_names=class_names, describe=describe,

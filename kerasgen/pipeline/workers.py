@@ -74,10 +74,9 @@ from kerasgen.pipeline.worker_start import (
     temp_folder,
     warm_up,
 )
-from kerasgen.pipeline.worker_start import lock as _lock  # noqa: F401 - tests read it
 
 # the names other modules read here (feeding: can_start, warm_up, WorkerPool; tests:
-# remove_orphans, and `_lock`: an owner file's lock)
+# remove_orphans)
 __all__ = ["ERROR_IDLE_S", "HURRIED_GRACE_S", "IDLE_S", "STOP_GRACE_S", "TEMP_PREFIX",
            "WorkerPool", "can_start", "context", "pickle_work", "remove_orphans",
            "temp_folder", "warm_up"]

@@ -19,7 +19,7 @@ import numpy as np
 from kerasgen.loading import scan
 from kerasgen.loading.image_loader import ImageLoader
 from kerasgen.loading.options import ImageOptions
-from kerasgen.loading.options import check_rescale as check_rescale  # tfrecord's import
+from kerasgen.loading.options import check_rescale
 from kerasgen.arrays import batching
 from kerasgen.sources._batch_request import BatchRequest, default_assemble
 

@@ -22,7 +22,6 @@ the next pass decodes none of them again (its records are still read from the sh
 from __future__ import annotations
 
 import dataclasses
-import re
 import threading
 from collections.abc import Sequence
 from typing import Any
@@ -32,6 +31,7 @@ import numpy as np
 from kerasgen import _checks, _redact
 from kerasgen.loading import images
 from kerasgen.labels import encoding as labels_mod
+from kerasgen.formats.labels import INTEGER
 from kerasgen.loader import ImageLoader
 from kerasgen.loading.options import ImageOptions
 from kerasgen.loading import cache as cache_mod
@@ -40,7 +40,6 @@ from kerasgen.sources._image import ImageSource
 
 Item = tuple[int, int, Any]  # (shard number, record number in the shard, raw record)
 CACHES = (None, "auto", "memory")
-_INTEGER = re.compile(r"\s*[+-]?\d+\s*")  # a label that is a class id written out
 
 
 def check_cache(cache: Any) -> str | None:
@@ -127,11 +126,8 @@ class RecordSource:
         self.loader = None
         if options.image_size is not None:
             self.loader = ImageLoader(  # the cache is the stream's own (`RecordCache`)
-                [], options.image_size, options.color_mode, options.interpolation,
-                cache=None, on_error=options.on_error, decode_threads=options.decode_threads,
-                aspect=options.aspect, max_pixels=options.max_pixels,
-                decoder=options.decoder, verbose=options.verbose,
-                bit_depth=options.depth(dtype), read=_no_record, processes=processes)
+                [], options.replace(cache=None, bit_depth=options.depth(dtype)),
+                read=_no_record, processes=processes)
         self.skipped: list[str] = [] if self.loader is None else self.loader.skipped
         self.lock = threading.Lock()  # of `skipped`
         self._warned = False
@@ -178,25 +174,31 @@ class RecordSource:
 
     # ----------------------------------------------------------------- one record
     def label_value(self, label: Any, where: str) -> Any:
-        """A record's label as `labels.targets` reads labels: a class name of `class_names`, or
-        a class id (bytes read as text, an id written as text read as a number). A
-        label that is missing, or a name without `class_names` (a stream cannot infer
-        its classes), is a ValueError naming the record."""
+        """A record's label as `labels.targets` reads labels: a class id (an integer: a
+        WebDataset "cls" field, an int64 feature, an int), or a class name of
+        `class_names` (text: a "txt" or "json" string, a bytes feature, a str), as
+        WebDatasetGenerator and TFRecordGenerator read the same records. A label that
+        is missing, of another type (a bool, a float), or a name without `class_names`
+        (a stream cannot infer its classes), is a ValueError naming the record."""
         if label is None:
             raise ValueError(f"{where[0].upper() + where[1:]} has no label, and "
                              f"label_mode={self.label_mode!r} needs one. Pass label_key= "
                              "naming it, or label_mode=None.")
         if isinstance(label, bytes):
             label = label.decode("utf-8", "replace")
-        if not isinstance(label, str) or label in self._ids:
-            return label
-        if _INTEGER.fullmatch(label):
-            return int(label)
-        if self.class_names is None:
+        if isinstance(label, str):
+            if label in self._ids or self.class_names is not None:
+                return label  # not one of class_names: `labels.targets` says so
+            hint = (" Text is a class name, as the indexed generators read it: pass "
+                    "class_names in class-id order, or store the id as a number."
+                    if INTEGER.fullmatch(label) else "")
             raise ValueError(f"`class_names` must name every class of the stream. "
                              f"Received: label {label!r} in {where}, and no class_names "
-                             "(a stream cannot infer them).")
-        return label  # not one of class_names: `labels.targets` says so, naming the record
+                             f"(a stream cannot infer them).{hint}")
+        if isinstance(label, (bool, np.bool_)) or not isinstance(label, (int, np.integer)):
+            raise ValueError(f"A label must be a class id or a class name. Received: "
+                             f"{label!r} ({type(label).__name__}) in {where}.")
+        return label
 
     def decode(self, x: Any, where: str) -> Any:
         """A record's x: encoded image bytes decoded (and resized to `image_size`), an
