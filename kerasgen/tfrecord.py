@@ -237,9 +237,7 @@ class ExampleGenerator(Generator):
     def image_options(self) -> ImageOptions:
         """The image options of "image" features, checked once (frozen): the keywords
         the generator was given, `rescale` as `gen.rescale` is now."""
-        options = self._image_options
-        return options if options.rescale == self.rescale else options.replace(
-            rescale=self.rescale)
+        return self._image_options.with_rescale(self.rescale)
 
     # what users read, kept on the generator (the records and the source hold them)
     @property

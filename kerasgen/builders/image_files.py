@@ -37,9 +37,7 @@ class ImageFileGenerator(Splits, Generator):
         """The image options, checked once (`kerasgen.loader.ImageOptions`, frozen):
         the keywords the generator was given, `bit_depth` resolved for its dtype and
         `rescale` as `gen.rescale` is now."""
-        options = self.source.options
-        return options if options.rescale == self.rescale else options.replace(
-            rescale=self.rescale)
+        return self.source.options.with_rescale(self.rescale)
 
     # what users read, kept on the generator (the loader holds them)
     @property

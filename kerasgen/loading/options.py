@@ -132,6 +132,11 @@ class ImageOptions:
         """A copy with `changes`, checked as a new object is."""
         return dataclasses.replace(self, **changes)
 
+    def with_rescale(self, rescale: float | None) -> ImageOptions:
+        """These options with `rescale` as a generator's is now (`gen.rescale` may be
+        set after construction): itself when unchanged."""
+        return self if self.rescale == rescale else self.replace(rescale=rescale)
+
     @property
     def aspect(self) -> Literal["crop", "pad"] | None:
         """None, "crop" or "pad" (what `images.resize` takes)."""
