@@ -2,8 +2,9 @@
 of scikit-learn's two bundled sample photos (china.jpg, flower.jpg; nothing downloaded),
 maybe flipped and re-toned, in 10 class subfolders. Built once, reused by later runs.
 
-Used by benchmarks/images.py (which builds it), augment.py (the same folder) and
-fit_cnn.py (`make_photo`, for its own folder of larger photos).
+Used by benchmarks/images.py (which builds it), augment.py (the same folder),
+fit_cnn.py (`make_photo`, for its own folder of larger photos) and remote.py (which may
+ask for smaller photos: `--photo-size`, a folder of their own).
 """
 
 import os
@@ -25,8 +26,12 @@ DEFAULT_NUM_FILES = 2000
 DEFAULT_DATA = DATA_DIR / "photos"
 
 
-def default_folder(num_files):
-    """benchmarks/.data/photos for the default count, photos-N for another count N."""
+def default_folder(num_files, size=None):
+    """benchmarks/.data/photos for the default count, photos-N for another count N; for a
+    photo `size` (width, height) other than PHOTO_SIZE, photos-WxH-N (any count)."""
+    if size is not None and tuple(size) != PHOTO_SIZE:
+        width, height = size
+        return DEFAULT_DATA.with_name(f"{DEFAULT_DATA.name}-{width}x{height}-{num_files}")
     if num_files == DEFAULT_NUM_FILES:
         return DEFAULT_DATA
     return DEFAULT_DATA.with_name(f"{DEFAULT_DATA.name}-{num_files}")
@@ -67,9 +72,12 @@ def make_photo(photos, index, size=PHOTO_SIZE):
     return cv2.cvtColor(image, cv2.COLOR_RGB2BGR)
 
 
-def build_data(folder, num_files, threads=1):
+def build_data(folder, num_files, threads=1, size=None):
     """Writes the missing files of the benchmark folder, on `threads` threads (OpenCV
-    releases the GIL); returns (seconds, files written)."""
+    releases the GIL), `size` = (width, height) pixels each (None: PHOTO_SIZE); returns
+    (seconds, files written). Files already there are kept whatever their size: a folder
+    per size (`default_folder(num_files, size)`) keeps them apart."""
+    size = PHOTO_SIZE if size is None else tuple(size)
     folder = Path(folder)
     expected = expected_files(num_files)
     present = _image_files_under(folder) if folder.exists() else set()
@@ -91,7 +99,7 @@ def build_data(folder, num_files, threads=1):
     params = [cv2.IMWRITE_JPEG_QUALITY, JPEG_QUALITY]
 
     def write(i):
-        ok, encoded = cv2.imencode(".jpg", make_photo(photos, i), params)
+        ok, encoded = cv2.imencode(".jpg", make_photo(photos, i, size), params)
         if not ok:
             raise RuntimeError(f"cv2.imencode failed for file {i}")
         target = folder / expected[i]

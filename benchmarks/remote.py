@@ -1,17 +1,19 @@
 #!/usr/bin/env python
-"""Images/s in `model.fit` with the data on an S3 server 20 ms away, per feed (issue 31).
+"""Images/s in `model.fit` with the data on an S3 server 20 ms away, or local, per feed
+(issues 31 and 50).
 
 Standalone script (never part of the test suite). It
 
-1. builds, once, the photo folder of benchmarks/data.py (`--num-files` JPEGs, 500x375,
-   10 classes) and, from it, WebDataset tar shards (members "<key>.jpg", "<key>.cls") and
-   TFRecord shards (tf.train.Example: "image" bytes, "label" int64), kept in
-   benchmarks/.data/remote-N;
+1. builds, once, the photo folder of benchmarks/data.py (`--num-files` JPEGs of
+   `--photo-size`, default 500x375, 10 classes; another size has folders of its own) and,
+   from it, WebDataset tar shards (members "<key>.jpg", "<key>.cls"), TFRecord shards
+   (tf.train.Example: "image" bytes, "label" int64) and ArrayRecord shards (the same
+   Examples, group_size:1), kept in benchmarks/.data/remote-N-S[-WxH];
 2. starts, in this process, moto's S3 server (tests/servers.py `S3Server`), uploads the
    photos ("s3://bench/photos/class_NN/...") and the shards ("s3://bench/wds/*.tar",
-   "s3://bench/tfr/*.tfrecord"), and puts a `FaultProxy` in front of it that holds every
-   request `--latency` seconds (default 0.020) before forwarding it: the feeds reach the
-   server through the proxy only;
+   "s3://bench/tfr/*.tfrecord", "s3://bench/ar/*.array_record"), and puts a `FaultProxy`
+   in front of it that holds every request `--latency` seconds (default 0.020) before
+   forwarding it: the feeds reach the server through the proxy only;
 3. fills a `kg.RemoteCache` folder once (a pass of kerasgen over "s3://bench/photos", in a
    child process);
 4. trains a small CNN (Keras's tutorial CNN: Rescaling, Conv2D 16/32/64 with max pooling,
@@ -21,8 +23,9 @@ Standalone script (never part of the test suite). It
    model (the bare loop) is timed. Rounds interleave the feeds, so drift hits them alike;
 5. prints each feed's images/s (median of `--repeats` runs, min, max), the bare-loop
    rate, the time the feed took to build (listing, downloading shards, indexing), the CPU
-   used by the run, by the server and by other processes, and the ratios against the
-   peers measured in the same run.
+   milliseconds per image of the run's process and children (timed epoch and bare loop),
+   the cores used by the run, by the server and by other processes, and the ratios
+   against the peers measured in the same run, with each round's ratio.
 
 The feeds (see FEEDS): kerasgen on the local folder (`cache=None`: every epoch decodes,
 the reference); kerasgen on s3:// cold (`cache=None`, no remote_cache: every epoch fetches
@@ -36,6 +39,11 @@ parallel interleave, as a careful user would, decoded in tf); webdataset's own
 `WebDataset` over the s3:// shards (an fsspec handler in `webdataset.gopen_schemes`,
 `.decode("rgb8")`, cv2 resize, `.batched(32)`, given to fit as a Python generator with
 `steps_per_epoch`); and an in-memory batch (info: what the model alone reaches here).
+Issue 50 adds, each beside its kerasgen twin: Keras's `image_dataset_from_directory` on
+the local folder; TFRecordDataset and WebDataset on the local shards; kerasgen's
+ArrayRecordGenerator on the local and the s3:// ArrayRecord shards; grain's
+ArrayRecordDataSource on the local shards and on s3fs copies of the s3:// ones
+(benchmarks/small_peers.py).
 
 The S3 server and the proxy are Python threads of this process; the CPU they use during a
 timed epoch is shown apart ("server"), and is not counted as other processes' load. Real
@@ -62,8 +70,9 @@ from pathlib import Path
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
-from benchmarks.data import (DATA_DIR, NUM_CLASSES, build_data,  # noqa: E402
+from benchmarks.data import (DATA_DIR, NUM_CLASSES, PHOTO_SIZE, build_data,  # noqa: E402
                              default_folder, expected_files, warm_page_cache)
+from benchmarks import small_peers  # noqa: E402
 from benchmarks.fit_cnn import tutorial_cnn  # noqa: E402
 from benchmarks.machine import (CpuMeter, add_quiet_options, git_state,  # noqa: E402
                                 machine_busy_seconds, usable_cores, wait_for_quiet)
@@ -92,26 +101,59 @@ TF_TFR = "tf.data TFRecordDataset (s3fs copies)"
 TF_GEN = "tf.data from_generator s3fs x16"
 WDS = "webdataset.WebDataset s3:// (fsspec)"
 LITDATA = "litdata.StreamingDataset s3:// (2 workers)"
-FEEDS = [CEILING, KG_LOCAL, KG_COLD, KG_COLD0, KG_WARM, KG_WDS_LOCAL, KG_WDS, KG_WDS_WARM,
-         KG_TFR_LOCAL, KG_TFR, KG_TFR_WARM, TF_TFR, TF_GEN, WDS, LITDATA]
+KG_AR_LOCAL = "kerasgen ArrayRecordGenerator local"
+KG_AR = "kerasgen ArrayRecordGenerator s3://"
+KERAS_IDD = "keras image_dataset_from_directory local"
+TF_TFR_LOCAL = "tf.data TFRecordDataset local"
+WDS_LOCAL = "webdataset.WebDataset local"
+GRAIN_AR_LOCAL = "grain ArrayRecordDataSource local"
+GRAIN_AR = "grain ArrayRecordDataSource (s3fs copies)"
+FEEDS = [CEILING, KG_LOCAL, KERAS_IDD, KG_COLD, KG_COLD0, KG_WARM,
+         KG_WDS_LOCAL, WDS_LOCAL, KG_WDS, KG_WDS_WARM,
+         KG_TFR_LOCAL, TF_TFR_LOCAL, KG_TFR, KG_TFR_WARM,
+         KG_AR_LOCAL, GRAIN_AR_LOCAL, KG_AR, GRAIN_AR,
+         TF_TFR, TF_GEN, WDS, LITDATA]
 TORCH_FEEDS = [LITDATA]  # run by --peers-python (torch is not in the project's venv)
 SHORT = {CEILING: "ceiling", KG_LOCAL: "kg-local", KG_COLD: "kg-cold",
          KG_COLD0: "kg-cold-0ms", KG_WARM: "kg-warm",
          KG_WDS: "kg-wds", KG_WDS_WARM: "kg-wds-warm", KG_WDS_LOCAL: "kg-wds-local",
          KG_TFR: "kg-tfr", KG_TFR_WARM: "kg-tfr-warm", KG_TFR_LOCAL: "kg-tfr-local",
          TF_TFR: "tf-tfr", TF_GEN: "tf-gen",
-         WDS: "wds", LITDATA: "litdata"}
+         WDS: "wds", LITDATA: "litdata",
+         KG_AR_LOCAL: "kg-ar-local", KG_AR: "kg-ar", KERAS_IDD: "keras-idd",
+         TF_TFR_LOCAL: "tf-tfr-local", WDS_LOCAL: "wds-local",
+         GRAIN_AR_LOCAL: "grain-ar-local", GRAIN_AR: "grain-ar"}
 BY_SHORT = {v: k for k, v in SHORT.items()}
-KG_S3 = [KG_COLD, KG_WARM, KG_WDS, KG_WDS_WARM, KG_TFR, KG_TFR_WARM]
-PEERS = [TF_TFR, TF_GEN, WDS, LITDATA]
+KG_S3 = [KG_COLD, KG_WARM, KG_WDS, KG_WDS_WARM, KG_TFR, KG_TFR_WARM, KG_AR]
+KG_LOCALS = [KG_LOCAL, KG_WDS_LOCAL, KG_TFR_LOCAL, KG_AR_LOCAL]
+# the peers reading s3:// (or s3fs copies of its shards), and those reading local files:
+# the strict lines of the report compare kerasgen's s3:// feeds with the first, its
+# local feeds with the second
+PEERS_S3 = [TF_TFR, TF_GEN, WDS, LITDATA, GRAIN_AR]
+PEERS_LOCAL = [KERAS_IDD, TF_TFR_LOCAL, WDS_LOCAL, GRAIN_AR_LOCAL]
+PEERS = PEERS_S3 + PEERS_LOCAL
 # the kerasgen feed on local disk each kerasgen feed is compared with; before a kerasgen
 # feed is built, the model trains 2 steps on this twin, so that its first epoch (timed
 # from the feed's construction: "cold/s") holds no tracing
 LOCAL_TWIN = {KG_LOCAL: KG_LOCAL, KG_COLD: KG_LOCAL, KG_COLD0: KG_LOCAL, KG_WARM: KG_LOCAL,
               KG_WDS: KG_WDS_LOCAL, KG_WDS_WARM: KG_WDS_LOCAL, KG_WDS_LOCAL: KG_WDS_LOCAL,
-              KG_TFR: KG_TFR_LOCAL, KG_TFR_WARM: KG_TFR_LOCAL, KG_TFR_LOCAL: KG_TFR_LOCAL}
+              KG_TFR: KG_TFR_LOCAL, KG_TFR_WARM: KG_TFR_LOCAL, KG_TFR_LOCAL: KG_TFR_LOCAL,
+              KG_AR: KG_AR_LOCAL, KG_AR_LOCAL: KG_AR_LOCAL}
 COLD = "cold"  # a ratio of "cold/s" rates: images over (build + first epoch) seconds
 TARGETS = [  # label, numerator, denominator, target[, COLD]
+    # issue 50: small images, shards and remote objects as fast as the fastest reader of
+    # each (each pair reads the same files, in the same format)
+    ("kerasgen local / keras image_dataset_from_directory", KG_LOCAL, KERAS_IDD, 1.1),
+    ("kerasgen TFRecordGenerator local / tf.data TFRecordDataset local", KG_TFR_LOCAL,
+     TF_TFR_LOCAL, 1.1),
+    ("kerasgen TFRecordGenerator s3:// / tf.data TFRecordDataset", KG_TFR, TF_TFR, 1.1),
+    ("kerasgen s3:// cold / kerasgen local", KG_COLD, KG_LOCAL, 0.7),
+    ("kerasgen WebDatasetGenerator local / webdataset.WebDataset local", KG_WDS_LOCAL,
+     WDS_LOCAL, 1.0),
+    ("kerasgen WebDatasetGenerator s3:// / webdataset.WebDataset", KG_WDS, WDS, 1.0),
+    ("kerasgen ArrayRecordGenerator local / grain local", KG_AR_LOCAL, GRAIN_AR_LOCAL, 1.0),
+    ("kerasgen ArrayRecordGenerator s3:// / grain (s3fs copies)", KG_AR, GRAIN_AR, 1.0),
+    # issue 31
     # the issue's targets, on shards: warm = the shard cache (remote_cache=) filled by an
     # earlier run; cold = a first run, from the generator's construction (downloads
     # included) to the end of its first epoch
@@ -126,12 +168,9 @@ TARGETS = [  # label, numerator, denominator, target[, COLD]
     # the same targets on image objects (one request each): warm = remote_cache= filled
     # before; cold = no cache at all, every epoch fetches every object
     ("kerasgen s3:// warm remote_cache / kerasgen local", KG_WARM, KG_LOCAL, 0.9),
-    ("kerasgen s3:// cold / kerasgen local", KG_COLD, KG_LOCAL, 0.7),
     ("kerasgen s3:// cold first epoch / kerasgen local", KG_COLD, KG_LOCAL, 0.7, COLD),
     # each peer against kerasgen reading the same objects
     ("kerasgen s3:// cold / tf.data from_generator s3fs", KG_COLD, TF_GEN, 1.0),
-    ("kerasgen TFRecordGenerator s3:// / tf.data TFRecordDataset", KG_TFR, TF_TFR, 1.0),
-    ("kerasgen WebDatasetGenerator s3:// / webdataset.WebDataset", KG_WDS, WDS, 1.0),
     ("kerasgen WebDatasetGenerator s3:// / litdata.StreamingDataset", KG_WDS, LITDATA, 1.0),
     # across formats (no target of their own: see the strict line below)
     ("kerasgen s3:// cold / tf.data TFRecordDataset", KG_COLD, TF_TFR, None),
@@ -145,8 +184,12 @@ TARGETS = [  # label, numerator, denominator, target[, COLD]
 
 
 # ----------------------------------------------------------------------------- data
-def shard_folder(num_files, num_shards):
-    return DATA_DIR / f"remote-{num_files}-{num_shards}"
+def shard_folder(num_files, num_shards, size=None):
+    """benchmarks/.data/remote-N-S; with a photo `size` (width, height) other than
+    PHOTO_SIZE, remote-N-S-WxH."""
+    if size is None or tuple(size) == PHOTO_SIZE:
+        return DATA_DIR / f"remote-{num_files}-{num_shards}"
+    return DATA_DIR / f"remote-{num_files}-{num_shards}-{size[0]}x{size[1]}"
 
 
 def shard_ranges(num_files, num_shards):
@@ -163,23 +206,62 @@ def tfr_name(k):
     return f"shard-{k:06d}.tfrecord"
 
 
+def ar_name(k):
+    return f"shard-{k:06d}.array_record"
+
+
+SHARD_FORMATS = ["wds", "tfr", "ar"]  # the subfolders of a shard folder: what done.json says
+
+
+def shards_done(folder):
+    """Whether `folder` holds every shard format (done.json, written last, names them;
+    a folder of an earlier version of this script lacks the ArrayRecord shards)."""
+    try:
+        done = json.loads((Path(folder) / "done.json").read_text())
+    except (OSError, ValueError):
+        return False
+    return set(done.get("formats", ["wds", "tfr"])) >= set(SHARD_FORMATS)
+
+
 def sample_key(i):
     return f"img_{i:05d}"
 
 
 def build_shards(args):
-    """Writes the WebDataset and TFRecord shards of the photo folder (in this child
-    process: TensorFlow writes the records); a `done.json` last marks them complete."""
+    """Writes the WebDataset, TFRecord and ArrayRecord shards of the photo folder (in this
+    child process: TensorFlow writes the records; ArrayRecord records are the same
+    serialized tf.train.Example as the TFRecords, written with group_size:1, as
+    kg.ArrayRecordGenerator reads fastest); shards already there are kept; a
+    `done.json` last marks them complete."""
     import io
     import tarfile
 
     import tensorflow as tf
+    from array_record.python.array_record_module import ArrayRecordWriter
 
     out = Path(args.shards)
-    (out / "wds").mkdir(parents=True, exist_ok=True)
-    (out / "tfr").mkdir(parents=True, exist_ok=True)
+    for sub in SHARD_FORMATS:
+        (out / sub).mkdir(parents=True, exist_ok=True)
     files = expected_files(args.num_files)
+
+    def examples(first, stop):
+        for i in range(first, stop):
+            image = (Path(args.data) / files[i]).read_bytes()
+            yield tf.train.Example(features=tf.train.Features(feature={
+                "image": tf.train.Feature(bytes_list=tf.train.BytesList(value=[image])),
+                "label": tf.train.Feature(int64_list=tf.train.Int64List(
+                    value=[i % NUM_CLASSES]))})).SerializeToString()
+
     for k, (first, stop) in enumerate(shard_ranges(args.num_files, args.num_shards)):
+        if not (out / "ar" / ar_name(k)).exists():
+            part = out / "ar" / (ar_name(k) + ".part")
+            writer = ArrayRecordWriter(os.fspath(part), "group_size:1")
+            for record in examples(first, stop):
+                writer.write(record)
+            writer.close()
+            os.replace(part, out / "ar" / ar_name(k))
+        if (out / "wds" / wds_name(k)).exists() and (out / "tfr" / tfr_name(k)).exists():
+            continue
         with tarfile.open(out / "wds" / (wds_name(k) + ".part"), "w",
                           format=tarfile.USTAR_FORMAT) as tar:
             for i in range(first, stop):
@@ -191,15 +273,11 @@ def build_shards(args):
         os.replace(out / "wds" / (wds_name(k) + ".part"), out / "wds" / wds_name(k))
         part = out / "tfr" / (tfr_name(k) + ".part")
         with tf.io.TFRecordWriter(os.fspath(part)) as writer:
-            for i in range(first, stop):
-                image = (Path(args.data) / files[i]).read_bytes()
-                example = tf.train.Example(features=tf.train.Features(feature={
-                    "image": tf.train.Feature(bytes_list=tf.train.BytesList(value=[image])),
-                    "label": tf.train.Feature(int64_list=tf.train.Int64List(
-                        value=[i % NUM_CLASSES]))}))
-                writer.write(example.SerializeToString())
+            for record in examples(first, stop):
+                writer.write(record)
         os.replace(part, out / "tfr" / tfr_name(k))
-    done = {"num_files": args.num_files, "num_shards": args.num_shards}
+    done = {"num_files": args.num_files, "num_shards": args.num_shards,
+            "photo_size": list(args.photo_size), "formats": SHARD_FORMATS}
     (out / "done.json").write_text(json.dumps(done))
     with open(args.part_out, "w") as f:
         json.dump(done, f)
@@ -243,6 +321,7 @@ class Remote:
         self.objects = self.server.upload_folder(data, f"{BUCKET}/photos")
         self.objects += self.server.upload_folder(Path(shards) / "wds", f"{BUCKET}/wds")
         self.objects += self.server.upload_folder(Path(shards) / "tfr", f"{BUCKET}/tfr")
+        self.objects += self.server.upload_folder(Path(shards) / "ar", f"{BUCKET}/ar")
         if (Path(shards) / "litdata").is_dir():
             self.objects += self.server.upload_folder(Path(shards) / "litdata",
                                                       f"{BUCKET}/litdata")
@@ -305,10 +384,15 @@ def shard_generator(name, args, opts, common):
         return kg.WebDatasetGenerator(f"{where}/shard-{{000000..{last:06d}}}.tar",
                                       **(remote if name != KG_WDS_LOCAL else {}), **common)
     common = {k: v for k, v in common.items() if k != "cache"}  # no decoded images kept
+    spec = {"image": "image", "label": "label"}
+    if name in (KG_AR, KG_AR_LOCAL):
+        where = (f"s3://{BUCKET}/ar" if name != KG_AR_LOCAL
+                 else os.fspath(Path(args.shards) / "ar"))
+        return kg.ArrayRecordGenerator(f"{where}/*.array_record", feature_spec=spec,
+                                       **(remote if name != KG_AR_LOCAL else {}), **common)
     where = (f"s3://{BUCKET}/tfr" if name != KG_TFR_LOCAL
              else os.fspath(Path(args.shards) / "tfr"))
-    return kg.TFRecordGenerator(f"{where}/*.tfrecord",
-                                feature_spec={"image": "image", "label": "label"},
+    return kg.TFRecordGenerator(f"{where}/*.tfrecord", feature_spec=spec,
                                 **(remote if name != KG_TFR_LOCAL else {}), **common)
 
 
@@ -343,26 +427,43 @@ def make_feed(name, args):
             gen = kg.ImageFolderGenerator(f"s3://{BUCKET}/photos", storage_options=opts,
                                           remote_cache=kg.RemoteCache(args.remote_cache),
                                           **common)
-        elif name in (KG_WDS, KG_WDS_WARM, KG_TFR, KG_TFR_WARM, KG_WDS_LOCAL, KG_TFR_LOCAL):
+        elif name in (KG_WDS, KG_WDS_WARM, KG_TFR, KG_TFR_WARM, KG_WDS_LOCAL, KG_TFR_LOCAL,
+                      KG_AR, KG_AR_LOCAL):
             gen = shard_generator(name, args, opts, common)
         else:
             raise ValueError(name)
         return gen, {}, lambda: drain(gen[i] for i in range(len(gen)))
+    if name == KERAS_IDD:
+        return small_peers.keras_idd(args.data, size, BATCH_SIZE)
+    if name == GRAIN_AR_LOCAL:
+        return small_peers.grain_ar(sorted(str(p) for p in (Path(args.shards) / "ar")
+                                           .glob("*.array_record")),
+                                    size, BATCH_SIZE, args.num_files)
     import fsspec
     import tensorflow as tf
 
     fs = fsspec.filesystem("s3", **opts)
     autotune = tf.data.AUTOTUNE
 
+    def s3fs_copies(folder, pattern):
+        """Local copies of the shards s3://bench/<folder>/<pattern> (s3fs: concurrently),
+        in this process's temporary folder: what a user does where the reader cannot read
+        s3:// (this TensorFlow has no S3 filesystem; grain's ArrayRecordDataSource reads
+        local files)."""
+        local = scratch_folder(f"kerasgen-remote-{folder}-")
+        fs.get(sorted(fs.glob(f"{BUCKET}/{folder}/{pattern}")), local + "/")
+        return sorted(str(p) for p in Path(local).glob(pattern))
+
     def decode(image, label):
         x = tf.image.resize(tf.io.decode_jpeg(image, channels=3), size)
         return x, label
 
-    if name == TF_TFR:
-        local = scratch_folder("kerasgen-remote-tfr-")
-        remote = sorted(fs.glob(f"{BUCKET}/tfr/*.tfrecord"))
-        fs.get(remote, local + "/")  # s3fs: concurrently
-        files = sorted(str(p) for p in Path(local).glob("*.tfrecord"))
+    if name == GRAIN_AR:
+        return small_peers.grain_ar(s3fs_copies("ar", "*.array_record"), size, BATCH_SIZE,
+                                    args.num_files)
+    if name in (TF_TFR, TF_TFR_LOCAL):
+        files = (s3fs_copies("tfr", "*.tfrecord") if name == TF_TFR
+                 else sorted(str(p) for p in (Path(args.shards) / "tfr").glob("*.tfrecord")))
         spec = {"image": tf.io.FixedLenFeature([], tf.string),
                 "label": tf.io.FixedLenFeature([], tf.int64)}
 
@@ -392,7 +493,7 @@ def make_feed(name, args):
                   deterministic=False)
               .map(decode, num_parallel_calls=autotune)
               .batch(BATCH_SIZE).prefetch(autotune).with_options(options))
-    elif name == WDS:
+    elif name in (WDS, WDS_LOCAL):
         import cv2
         import numpy as np
         import webdataset as wds
@@ -405,7 +506,9 @@ def make_feed(name, args):
             return fs.open(url, mode, block_size=8 << 20)
 
         wds.gopen_schemes["s3"] = gopen_s3
-        urls = [f"s3://{BUCKET}/wds/{wds_name(k)}" for k in range(args.num_shards)]
+        urls = [f"s3://{BUCKET}/wds/{wds_name(k)}" if name == WDS
+                else os.fspath(Path(args.shards) / "wds" / wds_name(k))
+                for k in range(args.num_shards)]
         dataset = (wds.WebDataset(urls, shardshuffle=False, empty_check=False)
                    .decode("rgb8").to_tuple("jpg", "cls")
                    .map_tuple(lambda im: cv2.resize(im, size[::-1],
@@ -522,9 +625,12 @@ def preload(name):
     import importlib
 
     modules = {LITDATA: ["litdata", "cv2"], WDS: ["webdataset", "s3fs", "cv2"],
-               TF_TFR: ["s3fs"], TF_GEN: ["s3fs"]}.get(name, [])
+               WDS_LOCAL: ["webdataset", "cv2"], TF_TFR: ["s3fs"], TF_GEN: ["s3fs"],
+               GRAIN_AR_LOCAL: ["grain.python", "cv2"],
+               GRAIN_AR: ["grain.python", "cv2", "s3fs"]}.get(name, [])
     if name.startswith("kerasgen"):
         modules = ["kerasgen.generators", "kerasgen.tfrecord", "kerasgen.webdataset",
+                   "kerasgen.arrayrecord", "array_record.python.array_record_module",
                    "s3fs"]
     for module in modules:
         importlib.import_module(module)
@@ -592,6 +698,7 @@ def child_args(args, remote):
     return ["--data", os.fspath(args.data), "--shards", os.fspath(args.shards),
             "--num-files", str(args.num_files), "--num-shards", str(args.num_shards),
             "--image-size", *map(str, args.image_size),
+            "--photo-size", *map(str, args.photo_size),
             "--storage-options", json.dumps(remote.storage_options) if remote else "",
             "--storage-options0", json.dumps(remote.storage_options0) if remote else "",
             "--remote-cache", args.remote_cache or ""]
@@ -622,6 +729,7 @@ def measure(args, remote, name):
         run["cold_images_per_s"] = args.num_files / (run["build"]["seconds"]
                                                      + run["epoch_seconds"][0])
         run["bare_images_per_s"] = args.num_files / run["bare"]["seconds"]
+        run["num_files"] = args.num_files
         run["quiet_before"] = quiet
         others = run["fit"]["other_cores"]
         if others is None or others <= args.max_other:
@@ -641,20 +749,32 @@ def fmt(value, spec=".2f"):
     return "?" if value is None else format(value, spec)
 
 
+def cpu_ms(run, part):
+    """Milliseconds of CPU (user + system, this run's process and its child processes;
+    not the S3 server's) per image of the timed `part` ("fit": epoch 2, "bare": the bare
+    loop)."""
+    return run[part]["own_cores"] * run[part]["seconds"] / run["num_files"] * 1000
+
+
 def report(args, results):
     """Prints the table and the ratios; returns the ratios as a dict."""
     size = "x".join(map(str, args.image_size))
+    photo = "x".join(map(str, args.photo_size))
     lines = ["", f"tutorial CNN at {size}, batch {BATCH_SIZE}, {args.num_files} photos "
-             f"(500x375 JPEG), S3 server behind a {args.latency * 1000:g} ms proxy; "
+             f"({photo} JPEG), S3 server behind a {args.latency * 1000:g} ms proxy; "
              f"images/s of epoch 2 of each run, median of {args.repeats} fresh processes; "
              "bare: one pass over the feed without a model; build: making the feed "
              "(listing, downloads, index); cold/s: images over build + epoch 1 (the model "
              "traced before, on the local twin); cores: the run's process, server: the "
              "S3 server and proxy, others: other processes (all in the timed epoch, "
-             "medians)",
+             "medians); cpu ms/img: CPU milliseconds (user + system) per image of the "
+             "run's process and its children (not the server), in the timed epoch (fit, "
+             "the model's training included) and in the bare loop (bare)",
+             f"{'':<41s} {'':>7s} {'':>7s} {'':>7s} {'':>7s} {'':>7s} {'':>7s} "
+             f"{'cpu ms/img':^13s}",
              f"{'feed':<41s} {'fit/s':>7s} {'min':>7s} {'max':>7s} {'bare/s':>7s} "
-             f"{'build s':>7s} {'cold/s':>7s} {'cores':>5s} {'server':>6s} {'others':>6s} "
-             f"{'redone':>6s}"]
+             f"{'build s':>7s} {'cold/s':>7s} {'fit':>6s} {'bare':>6s} {'cores':>5s} "
+             f"{'server':>6s} {'others':>6s} {'redone':>6s}"]
     rates, spread, cold, cold_spread = {}, {}, {}, {}
     for name, runs in results.items():
         if isinstance(runs, str):
@@ -678,39 +798,47 @@ def report(args, results):
             f"{name:<41s} {rates[name]:7.1f} {min(per_run):7.1f} {max(per_run):7.1f} "
             f"{statistics.median(r['bare_images_per_s'] for r in runs):7.1f} "
             f"{med('seconds', 'build'):7.2f} {fmt(cold.get(name), '7.1f'):>7s} "
+            f"{statistics.median(cpu_ms(r, 'fit') for r in runs):6.2f} "
+            f"{statistics.median(cpu_ms(r, 'bare') for r in runs):6.2f} "
             f"{fmt(med('own_cores')):>5s} "
             f"{fmt(med('server_cores')):>6s} {fmt(med('other_cores')):>6s} "
             f"{sum(len(r['redone']) for r in runs):6d}")
     lines.append("")
     out = {}
     for label, top, bottom, target, *metric in TARGETS:
-        if top not in rates or bottom not in rates:
-            continue
         by, span = (cold, cold_spread) if metric == [COLD] else (rates, spread)
         if top not in by or bottom not in by:
             continue
         value = by[top] / by[bottom]
         low = span[top][0] / span[bottom][1]
         high = span[top][1] / span[bottom][0]
+        key = "cold_images_per_s" if metric == [COLD] else "images_per_s"
+        # the runs of one round, one after the other: drift hits both alike
+        rounds = [a[key] / b[key] for a, b in zip(results[top], results[bottom])]
         verdict = "" if target is None else (
             f"  {'PASS' if value >= target else 'MISS'} (target >= {target:g})")
         lines.append(f"  {label:<62s} {value:5.2f} [{low:4.2f}-{high:4.2f}]{verdict}")
-        out[label] = {"value": value, "range": [low, high], "target": target}
-    if rates:
-        peers = [p for p in PEERS if p in rates]
-        kg_s3 = [k for k in KG_S3 if k in rates]
-        if peers and kg_s3:
-            best_peer = max(peers, key=rates.get)
-            worst_kg = min(kg_s3, key=rates.get)
-            best_kg = max(kg_s3, key=rates.get)
-            for label, top in (("fastest", best_kg), ("slowest (strict reading)", worst_kg)):
-                value = rates[top] / rates[best_peer]
-                lines.append(f"  {label + ' kerasgen s3:// feed / fastest peer':<62s} "
-                             f"{value:5.2f}{'':12s}  {'PASS' if value >= 1 else 'MISS'} "
-                             f"(target >= 1; {top} / {best_peer})")
-                out[f"{label} kerasgen s3:// / fastest peer"] = {
-                    "value": value, "target": 1.0, "rows": [top, best_peer]}
-    lines.append("  [min-max]: the ratio over the slowest and fastest runs of the two rows")
+        if len(rounds) > 1:
+            lines.append(f"  {'':<62s} rounds: " + " ".join(f"{r:.2f}" for r in rounds))
+        out[label] = {"value": value, "range": [low, high], "rounds": rounds,
+                      "target": target}
+    for kind, peers, ours in (("s3://", PEERS_S3, KG_S3), ("local", PEERS_LOCAL, KG_LOCALS)):
+        peers = [p for p in peers if p in rates]
+        ours = [k for k in ours if k in rates]
+        if not (peers and ours):
+            continue
+        best_peer = max(peers, key=rates.get)
+        for label, top in (("fastest", max(ours, key=rates.get)),
+                           ("slowest (strict reading)", min(ours, key=rates.get))):
+            value = rates[top] / rates[best_peer]
+            text = f"{label} kerasgen {kind} feed / fastest {kind} peer"
+            lines.append(f"  {text:<62s} {value:5.2f}{'':12s}  {'PASS' if value >= 1 else 'MISS'} "
+                         f"(target >= 1; {top} / {best_peer})")
+            out[f"{label} kerasgen {kind} / fastest {kind} peer"] = {
+                "value": value, "target": 1.0, "rows": [top, best_peer]}
+    lines.append("  [min-max]: the ratio over the slowest and fastest runs of the two rows; "
+                 "rounds: the ratio of the two rows' runs in each round (with 2 rounds or "
+                 "more)")
     print("\n".join(lines), flush=True)
     return out
 
@@ -728,6 +856,11 @@ def parse_args(argv=None):
                              f"{QUICK_SHARDS} with --quick)")
     parser.add_argument("--image-size", type=int, nargs=2, default=[128, 128],
                         metavar=("HEIGHT", "WIDTH"), help="model input (default 128 128)")
+    parser.add_argument("--photo-size", type=int, nargs=2, default=list(PHOTO_SIZE),
+                        metavar=("WIDTH", "HEIGHT"),
+                        help="the generated JPEGs' size (default %d %d); another size gets "
+                             "its own photo folder (photos-WxH-N) and shard folder "
+                             "(remote-N-S-WxH)" % PHOTO_SIZE)
     parser.add_argument("--latency", type=float, default=LATENCY,
                         help=f"seconds the proxy holds each request (default {LATENCY:g})")
     parser.add_argument("--feeds", nargs="+", choices=list(BY_SHORT), default=None,
@@ -735,7 +868,7 @@ def parse_args(argv=None):
                         + ", ".join(SHORT[f] for f in FEEDS) + " (default: all)")
     parser.add_argument("--data", default=None,
                         help="folder of the generated photos (default "
-                             "benchmarks/.data/photos[-N])")
+                             "benchmarks/.data/photos[-N], photos-WxH-N with --photo-size)")
     parser.add_argument("--json", default=None, metavar="PATH",
                         help="also write every number to this JSON file")
     add_quiet_options(parser, quiet_wait=30.0)
@@ -757,9 +890,10 @@ def parse_args(argv=None):
     if args.num_shards is None:
         args.num_shards = QUICK_SHARDS if args.quick else DEFAULT_SHARDS
     if args.data is None:
-        args.data = os.fspath(default_folder(args.num_files))
+        args.data = os.fspath(default_folder(args.num_files, args.photo_size))
     if args.shards is None:
-        args.shards = os.fspath(shard_folder(args.num_files, args.num_shards))
+        args.shards = os.fspath(shard_folder(args.num_files, args.num_shards,
+                                             args.photo_size))
     args.retries = max(0, args.retries)
     return args
 
@@ -780,13 +914,15 @@ def main(argv=None):
         feeds = [f for f in feeds if f not in TORCH_FEEDS]
         if skipped:
             print(f"skipped (no --peers-python): {', '.join(skipped)}", flush=True)
-    seconds, written = build_data(args.data, args.num_files, threads=usable_cores())
+    seconds, written = build_data(args.data, args.num_files, threads=usable_cores(),
+                                  size=args.photo_size)
     print(f"built {written} files in {args.data} ({seconds:.1f} s)" if written
           else f"using the {args.num_files} files in {args.data}", flush=True)
-    if not (Path(args.shards) / "done.json").exists():
+    if not shards_done(args.shards):
         start = time.perf_counter()
         run_child(args, None, "shards")
-        print(f"wrote {args.num_shards} WebDataset and TFRecord shards to {args.shards} "
+        print(f"wrote {args.num_shards} WebDataset, TFRecord and ArrayRecord shards to "
+              f"{args.shards} "
               f"({time.perf_counter() - start:.1f} s)", flush=True)
     if any(f in TORCH_FEEDS for f in feeds) and not (
             litdata_folder(args) / "index.json").exists():
