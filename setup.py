@@ -27,7 +27,8 @@ EXTRAS = {
     "arrayrecord": TENSORFLOW + ["array-record>=0.5"],
     "grain": ["grain>=0.2"],  # image_dataset_from_directory(format="grain")
     # URLs as paths (docs/remote.md): fsspec, with S3, Google Cloud Storage and HTTP(S)
-    "remote": ["fsspec>=2023.6", "s3fs>=2023.6", "gcsfs>=2023.6", "aiohttp>=3.8"],
+    "remote": ["fsspec>=2023.6", "s3fs>=2023.6", "gcsfs>=2023.6", "aiohttp>=3.8",
+               "obstore>=0.6"],
     # decoder="nvimgcodec": the plain wheel decodes on the CPU too (CI); on a GPU add
     # nvidia-nvjpeg-cu12 (or install nvidia-nvimgcodec-cu12[all])
     "nvimgcodec": ["nvidia-nvimgcodec-cu12>=0.9; platform_system == 'Linux'"],
