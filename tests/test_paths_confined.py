@@ -208,10 +208,37 @@ def test_kg_inspect_reads_a_csv_file_only_inside_directory(tmp_path, monkeypatch
     (tmp_path / "in.csv").write_text("filename,label\nimg/0.png,a\n")
     opened = []
     from kerasgen.storage import paths as _paths
-    real = _paths.opened
-    monkeypatch.setattr(_paths, "opened", lambda *a: opened.append(a[0]) or real(*a))
+    name = "check_opened" if _paths.FD_PATHS else "opened"  # the check this system makes
+    real = getattr(_paths, name)
+    monkeypatch.setattr(_paths, name, lambda *a: opened.append(a[-3]) or real(*a))
     report = kg.inspect(tmp_path / "in.csv", directory=root, verbose=0)
     assert report["corrupt"] == [] and opened == [str(root / "img" / "0.png")]
+
+
+@pytest.mark.parametrize("fd_paths", [True, False], ids=["opened file", "path first"])
+def test_a_file_swapped_for_a_link_out_is_refused_both_ways(tmp_path, monkeypatch,
+                                                             fd_paths):
+    """The real path of the file opened (Linux's /proc/self/fd), or the path's before it
+    is opened (elsewhere): either way a link leading out is refused and nothing read."""
+    from kerasgen.loading import images
+    from kerasgen.storage import paths as _paths
+
+    if fd_paths and _paths.FD_PATHS is None:
+        pytest.skip("this system names no open file's path")
+    if not fd_paths:
+        monkeypatch.setattr(_paths, "FD_PATHS", None)
+    root = tmp_path / "root"
+    (root / "img").mkdir(parents=True)
+    (tmp_path / "secret.png").write_bytes(b"secret")
+    (root / "img" / "in.png").write_bytes(b"inside")
+    (root / "img" / "linked.png").symlink_to(root / "img" / "in.png")  # a link inside
+    assert bytes(images.read_file(str(root / "img" / "linked.png"), str(root))) == b"inside"
+    (root / "img" / "out.png").symlink_to(tmp_path / "secret.png")
+    with pytest.raises(ValueError, match=r"out\.png: it now leads to .*secret\.png, outside"):
+        images.read_file(str(root / "img" / "out.png"), str(root))
+    (root / "img" / "sub").symlink_to(tmp_path, target_is_directory=True)  # a folder link
+    with pytest.raises(ValueError, match=r"it now leads to .*secret\.png, outside"):
+        images.read_file(str(root / "img" / "sub" / "secret.png"), str(root))
 
 
 def test_sql_rows_are_confined_to_directory(tmp_path):

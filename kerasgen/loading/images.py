@@ -265,16 +265,17 @@ def read_file(path, root=None, what="image file", max_bytes=None):
     The file is opened without blocking and must be a regular file: a FIFO, socket or
     device named like an image is refused, not read (reading a FIFO would wait forever).
     `root`: None, a real folder path (`directory`), a `storage.paths.Root` or several:
-    when given, the file's real path must lie in one of them at the moment it is opened
-    (`_paths.opened`), so that a file replaced by a symbolic link leading out after the
-    generator listed it is refused (ValueError), not read; the last component is opened
-    without following a link. `max_bytes`: read at most that many (a header).
+    when given, the real path of the file opened must lie in one of them
+    (`storage.paths.check_opened`; `opened` where the system cannot name an open file's
+    path), so that a file replaced by a symbolic link leading out after the generator
+    listed it is refused (ValueError), not read. `max_bytes`: read at most that many (a header).
     """
     target = path
     flags = (os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
              | getattr(os, "O_BINARY", 0))
     within = _paths.roots(root)
-    if within:
+    after = within and _paths.FD_PATHS is not None  # checked on the file opened
+    if within and not after:
         target = _paths.opened(path, within, what)
         flags |= getattr(os, "O_NOFOLLOW", 0)  # and it must not become a link meanwhile
     try:
@@ -286,6 +287,8 @@ def read_file(path, root=None, what="image file", max_bytes=None):
             raise _paths.became_link(path, within, what) from None
         raise ValueError(f"Cannot read {what} {path}: {error}") from error
     try:
+        if after:
+            _paths.check_opened(fd, path, within, what)
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
             raise ValueError(f"Cannot read {what} {path}: it is {file_kind(info.st_mode)}, "

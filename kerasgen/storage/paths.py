@@ -10,9 +10,10 @@ root, why it is outside and the argument that lifts the rule (`allow_outside=Tru
 `follow_links=True` for folder walks).
 
 The rule is checked twice: when the generator is built (`Root.check`, on the real path)
-and again when each file is opened (`opened`, used by `loading.images.read_file`: the real path
-must lie in a root, and the last component is then opened without following a link), so
-a file replaced by a link after the listing is refused, not read.
+and again when each file is opened (by `loading.images.read_file`: on Linux the real path
+of the file actually opened, `check_opened`; elsewhere the real path before opening it,
+`opened`, whose last component is then opened without following a link), so a file
+replaced by a link after the listing is refused, not read.
 
 URL roots (s3://, gs://, https://...) compare keys: `join_url` never leaves the bucket
 or host, and `url_inside` says whether a URL lies under a folder URL.
@@ -78,7 +79,10 @@ class Root:
 
     def holds(self, real: str) -> bool:
         """Whether the real local path `real` is this folder or lies under it."""
-        return self.real is not None and inside(real, self.real)
+        if self.real is None:
+            return False
+        # the common case, a file below the folder, without splitting both paths
+        return real.startswith(self.real.rstrip(os.sep) + os.sep) or inside(real, self.real)
 
     def why_outside(self, name: str, path: str) -> str | None:
         """Why `path` (the entry `name` joined to this folder) lies outside it, in
@@ -156,17 +160,39 @@ def roots(value: Any) -> tuple[Root, ...]:
     return tuple(r for r in value if not r.remote)
 
 
+# Linux names the file an open descriptor refers to (its real path, as the kernel
+# resolved it) under /proc/self/fd: one system call, where os.path.realpath walks every
+# component in Python (about a tenth of a small image's decode)
+FD_PATHS = "/proc/self/fd" if os.path.isdir("/proc/self/fd") else None
+
+
 def opened(path: str, within: Iterable[Root], what: str) -> str:
     """The real path to open for the file `path`, which must lie in one of `within`
     now, as it is opened (a symbolic link that replaced it, or a folder on its way,
-    after the generator was built is refused: ValueError naming it)."""
+    after the generator was built is refused: ValueError naming it). Where the system
+    names an open file's real path (`FD_PATHS`), `check_opened` asks that of the file
+    actually opened instead."""
     within = tuple(within)
     real = os.path.realpath(path)
     if any(r.holds(real) for r in within):
         return real
-    raise ValueError(f"Cannot read {what} {path}: it now leads to {real}, "
-                     f"{_outside(within)} (a symbolic link replaced it, or a folder on its "
-                     f"way, after the generator was built). {_unless(within)}")
+    raise _led_out(path, real, within, what)
+
+
+def check_opened(fd: int, path: str, within: Iterable[Root], what: str) -> None:
+    """Refuses the open file `fd` (opened from `path`, following links) unless the
+    real path the kernel resolved for it lies in one of `within`: ValueError naming
+    it, as `opened`. Checking the file opened, not the path before opening it, leaves
+    no moment in which a link could be swapped in (Linux only: see FD_PATHS)."""
+    real = os.readlink(f"{FD_PATHS}/{fd}")
+    if not any(r.holds(real) for r in within):
+        raise _led_out(path, real, tuple(within), what)
+
+
+def _led_out(path: str, real: str, within: Sequence[Root], what: str) -> ValueError:
+    return ValueError(f"Cannot read {what} {path}: it now leads to {real}, "
+                      f"{_outside(within)} (a symbolic link replaced it, or a folder on its "
+                      f"way, after the generator was built). {_unless(within)}")
 
 
 def became_link(path: str, within: Iterable[Root], what: str) -> ValueError:
