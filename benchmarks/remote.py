@@ -21,7 +21,8 @@ Standalone script (never part of the test suite). It
 3. fills a `kg.RemoteCache` folder once (a pass of kerasgen over "s3://bench/photos", in a
    child process);
 4. trains a small CNN (Keras's tutorial CNN: Rescaling, Conv2D 16/32/64 with max pooling,
-   global average pooling, Dense) at `--image-size` (default 128x128), batch 32, for 2
+   global average pooling, Dense; or with `--model tiny` Rescaling, global average pooling
+   and Dense, so that fit's rate is the feed's) at `--image-size` (default 128x128), batch 32, for 2
    epochs per run, each run in a fresh process (this script with the hidden `--part`);
    epoch 1 is the warm-up, epoch 2 is timed; then one more pass over the feed without a
    model (the bare loop) is timed. Rounds interleave the feeds, so drift hits them alike;
@@ -513,6 +514,18 @@ class Remote:
 
 
 # ----------------------------------------------------------------------------- child
+def tiny_model(image_size, num_classes):
+    """A model that costs almost nothing (`--model tiny`): fit's rate is the feed's."""
+    import keras
+    from keras import layers
+
+    inputs = keras.Input(tuple(image_size) + (3,))
+    x = layers.GlobalAveragePooling2D()(layers.Rescaling(1 / 255)(inputs))
+    model = keras.Model(inputs, layers.Dense(num_classes)(x))
+    model.compile("adam", keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    return model
+
+
 def s3_paths(fs, prefix):
     """(paths, labels) of the image objects under `prefix`, class = their folder."""
     paths = sorted(p for p in fs.find(prefix) if p.endswith(".jpg"))
@@ -816,7 +829,8 @@ def part(args):
     tf.get_logger().setLevel("ERROR")
     name = BY_SHORT[args.part]
     preload(name)  # the libraries' imports are not the feed's build time
-    model = tutorial_cnn(args.image_size, NUM_CLASSES)
+    model = (tutorial_cnn(args.image_size, NUM_CLASSES) if args.model == "cnn"
+             else tiny_model(args.image_size, NUM_CLASSES))
     if name in LOCAL_TWIN:  # traced on the local twin: the first epoch holds no tracing
         twin = make_feed(LOCAL_TWIN[name], args)[0]
         model.fit(twin, epochs=1, steps_per_epoch=2, verbose=0)
@@ -869,7 +883,7 @@ def child_args(args, remote):
     return ["--data", os.fspath(args.data), "--shards", os.fspath(args.shards),
             "--num-files", str(args.num_files), "--num-shards", str(args.num_shards),
             "--image-size", *map(str, args.image_size),
-            "--photo-size", *map(str, args.photo_size),
+            "--photo-size", *map(str, args.photo_size), "--model", args.model,
             "--storage-options", json.dumps(remote.storage_options) if remote else "",
             "--storage-options0", json.dumps(remote.storage_options0) if remote else "",
             "--storage-options-light",
@@ -933,7 +947,8 @@ def report(args, results):
     """Prints the table and the ratios; returns the ratios as a dict."""
     size = "x".join(map(str, args.image_size))
     photo = "x".join(map(str, args.photo_size))
-    lines = ["", f"tutorial CNN at {size}, batch {BATCH_SIZE}, {args.num_files} photos "
+    model = "tutorial CNN" if args.model == "cnn" else "tiny model"
+    lines = ["", f"{model} at {size}, batch {BATCH_SIZE}, {args.num_files} photos "
              f"({photo} JPEG), S3 server behind a {args.latency * 1000:g} ms proxy; "
              f"images/s of epoch 2 of each run, median of {args.repeats} fresh processes; "
              "bare: one pass over the feed without a model; build: making the feed "
@@ -1031,6 +1046,11 @@ def parse_args(argv=None):
                              f"{QUICK_SHARDS} with --quick)")
     parser.add_argument("--image-size", type=int, nargs=2, default=[128, 128],
                         metavar=("HEIGHT", "WIDTH"), help="model input (default 128 128)")
+    parser.add_argument("--model", choices=["cnn", "tiny"], default="cnn",
+                        help="cnn (default): Keras's tutorial CNN; tiny: Rescaling, "
+                             "global average pooling and Dense, a model that costs almost "
+                             "nothing, so fit's rate is the feed's (its per-sample cost "
+                             "inside fit, which the CNN's compute hides)")
     parser.add_argument("--photo-size", type=int, nargs=2, default=list(PHOTO_SIZE),
                         metavar=("WIDTH", "HEIGHT"),
                         help="the generated JPEGs' size (default %d %d); another size gets "
