@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from kerasgen.pipeline.order import BatchSlice
     from kerasgen._stats import BatchTimings
 
-FORESEE = 2  # batches after the one being made whose remote samples are fetched now
+FORESEE = 4  # batches after the one being made whose remote samples are fetched now
 
 
 class BatchMaker:

@@ -49,7 +49,7 @@ from kerasgen.storage.remote_cache import RemoteCache
 from kerasgen.storage.urls import (PIP, Filesystems, any_url, check_options, is_url, local,  # noqa: F401  (the storage layer's face)
     protocol, quote_url, remember, walk_key)
 
-IO_THREADS = 32  # transfers in flight at once per process (waiting, not computing)
+IO_THREADS = 64  # transfers in flight at once per process (waiting, not computing)
 _PENDING_MAX = 4096  # objects fetched ahead and not yet read, at most
 STREAM_BLOCK = 8 << 20  # bytes of one range of a streamed object (`open_stream`)
 
