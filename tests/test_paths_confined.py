@@ -208,9 +208,9 @@ def test_kg_inspect_reads_a_csv_file_only_inside_directory(tmp_path, monkeypatch
     (tmp_path / "in.csv").write_text("filename,label\nimg/0.png,a\n")
     opened = []
     from kerasgen.storage import paths as _paths
-    name = "check_opened" if _paths.FD_PATHS else "opened"  # the check this system makes
+    name = "open_within" if _paths.FD_PATHS else "opened"  # the check this system makes
     real = getattr(_paths, name)
-    monkeypatch.setattr(_paths, name, lambda *a: opened.append(a[-3]) or real(*a))
+    monkeypatch.setattr(_paths, name, lambda *a: opened.append(a[0]) or real(*a))
     report = kg.inspect(tmp_path / "in.csv", directory=root, verbose=0)
     assert report["corrupt"] == [] and opened == [str(root / "img" / "0.png")]
 
@@ -218,8 +218,10 @@ def test_kg_inspect_reads_a_csv_file_only_inside_directory(tmp_path, monkeypatch
 @pytest.mark.parametrize("fd_paths", [True, False], ids=["opened file", "path first"])
 def test_a_file_swapped_for_a_link_out_is_refused_both_ways(tmp_path, monkeypatch,
                                                              fd_paths):
-    """The real path of the file opened (Linux's /proc/self/fd), or the path's before it
-    is opened (elsewhere): either way a link leading out is refused and nothing read."""
+    """The real path of the file (Linux's /proc/self/fd, through an O_PATH descriptor),
+    or the path's (elsewhere), before it is opened: either way a link leading out is
+    refused and nothing outside is opened for reading (a FIFO outside, opened, would
+    release its writer; read, it would wait forever)."""
     from kerasgen.loading import images
     from kerasgen.storage import paths as _paths
 
@@ -239,6 +241,17 @@ def test_a_file_swapped_for_a_link_out_is_refused_both_ways(tmp_path, monkeypatc
     (root / "img" / "sub").symlink_to(tmp_path, target_is_directory=True)  # a folder link
     with pytest.raises(ValueError, match=r"it now leads to .*secret\.png, outside"):
         images.read_file(str(root / "img" / "sub" / "secret.png"), str(root))
+    os.mkfifo(tmp_path / "pipe")  # opened for reading, a FIFO outside would be touched
+    (root / "img" / "pipe.png").symlink_to(tmp_path / "pipe")
+    reads = []
+    real_open = os.open
+    monkeypatch.setattr(os, "open", lambda p, flags, *a: reads.append(
+        (str(p), flags & (os.O_WRONLY | os.O_RDWR | getattr(os, "O_PATH", 0))))
+        or real_open(p, flags, *a))
+    with pytest.raises(ValueError, match=r"pipe\.png: it now leads to .*pipe, outside"):
+        images.read_file(str(root / "img" / "pipe.png"), str(root))
+    # nothing was opened for reading: only an O_PATH handle (Linux), or nothing at all
+    assert all(kind == getattr(os, "O_PATH", -1) for _, kind in reads), reads
 
 
 def test_sql_rows_are_confined_to_directory(tmp_path):

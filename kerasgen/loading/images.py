@@ -265,21 +265,23 @@ def read_file(path, root=None, what="image file", max_bytes=None):
     The file is opened without blocking and must be a regular file: a FIFO, socket or
     device named like an image is refused, not read (reading a FIFO would wait forever).
     `root`: None, a real folder path (`directory`), a `storage.paths.Root` or several:
-    when given, the real path of the file opened must lie in one of them
-    (`storage.paths.check_opened`; `opened` where the system cannot name an open file's
-    path), so that a file replaced by a symbolic link leading out after the generator
+    when given, the real path of the file must lie in one of them before it is opened
+    for reading (`storage.paths.open_within`; `opened` where the system cannot name an
+    open file's path), so that a file replaced by a symbolic link leading out after the generator
     listed it is refused (ValueError), not read. `max_bytes`: read at most that many (a header).
     """
     target = path
     flags = (os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
              | getattr(os, "O_BINARY", 0))
     within = _paths.roots(root)
-    after = within and _paths.FD_PATHS is not None  # checked on the file opened
-    if within and not after:
-        target = _paths.opened(path, within, what)
-        flags |= getattr(os, "O_NOFOLLOW", 0)  # and it must not become a link meanwhile
     try:
-        fd = os.open(target, flags)
+        if within and _paths.FD_PATHS is not None:  # checked on the file itself
+            fd = _paths.open_within(path, within, what, flags)
+        else:
+            if within:
+                target = _paths.opened(path, within, what)
+                flags |= getattr(os, "O_NOFOLLOW", 0)  # it must not become a link meanwhile
+            fd = os.open(target, flags)
     except FileNotFoundError:
         raise FileNotFoundError(f"{what.capitalize()} not found: {path}") from None
     except OSError as error:
@@ -287,8 +289,6 @@ def read_file(path, root=None, what="image file", max_bytes=None):
             raise _paths.became_link(path, within, what) from None
         raise ValueError(f"Cannot read {what} {path}: {error}") from error
     try:
-        if after:
-            _paths.check_opened(fd, path, within, what)
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
             raise ValueError(f"Cannot read {what} {path}: it is {file_kind(info.st_mode)}, "

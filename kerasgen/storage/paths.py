@@ -11,9 +11,10 @@ root, why it is outside and the argument that lifts the rule (`allow_outside=Tru
 
 The rule is checked twice: when the generator is built (`Root.check`, on the real path)
 and again when each file is opened (by `loading.images.read_file`: on Linux the real path
-of the file actually opened, `check_opened`; elsewhere the real path before opening it,
-`opened`, whose last component is then opened without following a link), so a file
-replaced by a link after the listing is refused, not read.
+of the file itself, found through an O_PATH descriptor before it is opened for reading,
+`open_within`; elsewhere the real path before opening it, `opened`, whose last component
+is then opened without following a link), so a file replaced by a link after the
+listing is refused, not read.
 
 URL roots (s3://, gs://, https://...) compare keys: `join_url` never leaves the bucket
 or host, and `url_inside` says whether a URL lies under a folder URL.
@@ -163,15 +164,15 @@ def roots(value: Any) -> tuple[Root, ...]:
 # Linux names the file an open descriptor refers to (its real path, as the kernel
 # resolved it) under /proc/self/fd: one system call, where os.path.realpath walks every
 # component in Python (about a tenth of a small image's decode)
-FD_PATHS = "/proc/self/fd" if os.path.isdir("/proc/self/fd") else None
+FD_PATHS = ("/proc/self/fd" if hasattr(os, "O_PATH") and os.path.isdir("/proc/self/fd")
+            else None)
 
 
 def opened(path: str, within: Iterable[Root], what: str) -> str:
     """The real path to open for the file `path`, which must lie in one of `within`
     now, as it is opened (a symbolic link that replaced it, or a folder on its way,
     after the generator was built is refused: ValueError naming it). Where the system
-    names an open file's real path (`FD_PATHS`), `check_opened` asks that of the file
-    actually opened instead."""
+    names an open file's real path (`FD_PATHS`), `open_within` is used instead."""
     within = tuple(within)
     real = os.path.realpath(path)
     if any(r.holds(real) for r in within):
@@ -179,14 +180,25 @@ def opened(path: str, within: Iterable[Root], what: str) -> str:
     raise _led_out(path, real, within, what)
 
 
-def check_opened(fd: int, path: str, within: Iterable[Root], what: str) -> None:
-    """Refuses the open file `fd` (opened from `path`, following links) unless the
-    real path the kernel resolved for it lies in one of `within`: ValueError naming
-    it, as `opened`. Checking the file opened, not the path before opening it, leaves
-    no moment in which a link could be swapped in (Linux only: see FD_PATHS)."""
-    real = os.readlink(f"{FD_PATHS}/{fd}")
-    if not any(r.holds(real) for r in within):
-        raise _led_out(path, real, tuple(within), what)
+def open_within(path: str, within: Sequence[Root], what: str, flags: int) -> int:
+    """A descriptor of the file `path` opened with `flags`, once the real path the
+    kernel resolved for it lies in one of `within` (else the ValueError of `opened`).
+    Linux only (FD_PATHS): `path` is first opened with O_PATH, which opens nothing (no
+    device, FIFO or file outside is opened before it is refused); /proc/self/fd names
+    that descriptor's real path; the file is then opened through the descriptor, so
+    what is read is what was checked, with no moment for a link to be swapped in."""
+    handle = os.open(path, os.O_PATH | os.O_CLOEXEC)
+    try:
+        link = f"{FD_PATHS}/{handle}"
+        try:
+            real = os.readlink(link)
+        except OSError:  # no name for it here: the check before opening, as elsewhere
+            return os.open(opened(path, within, what), flags | os.O_NOFOLLOW)
+        if not any(r.holds(real) for r in within):
+            raise _led_out(path, real, within, what)
+        return os.open(link, flags)
+    finally:
+        os.close(handle)
 
 
 def _led_out(path: str, real: str, within: Sequence[Root], what: str) -> ValueError:
