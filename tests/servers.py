@@ -528,11 +528,12 @@ _HOP_BY_HOP = ("connection", "keep-alive", "proxy-connection", "transfer-encodin
 _S3_ERROR_CODES = {500: "InternalError", 503: "SlowDown"}  # S3's (s3fs retries SlowDown)
 
 
-def _error_response(status, head_only):
+def _error_response(status, head_only, code=None):
     """An immediate `status` response: an S3 error document (retryable codes for 500 and
-    503), kept alive."""
+    503; `code` when given, as S3 writes an expired token's 400 or a wrong region's 301),
+    kept alive."""
     phrase = HTTPStatus(status).phrase
-    code = _S3_ERROR_CODES.get(status, phrase.replace(" ", ""))
+    code = code or _S3_ERROR_CODES.get(status, phrase.replace(" ", ""))
     body = (f'<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>{code}</Code>'
             f"<Message>Injected by FaultProxy: {phrase}</Message></Error>\n").encode()
     headers = [("Content-Type", "application/xml"), ("Content-Length", str(len(body)))]
@@ -648,11 +649,12 @@ class FaultProxy:
         with self._lock:
             return self._requests
 
-    def fail_next(self, n=1, status=503, path=None):
+    def fail_next(self, n=1, status=503, path=None, code=None):
         """The next `n` requests (whose path holds `path`, if given) get an immediate
-        `status` response with an S3 error body instead of being forwarded."""
+        `status` response with an S3 error body (S3's error `code`, if given) instead of
+        being forwarded."""
         with self._lock:
-            self._fail.arm(n, status, path)
+            self._fail.arm(n, (status, code), path)
 
     def fail_for(self, seconds, status=503):
         """Every request for the next `seconds` gets an immediate `status` response."""
@@ -735,12 +737,12 @@ class FaultProxy:
             self._requests += 1
             self.seen.append(f"{method} {target}")
         keep_alive = head.get("connection").lower() != "close"
-        status = self._take(self._fail, target)
+        status, code = self._take(self._fail, target) or (None, None)
         with self._lock:
             if status is None and time.monotonic() < self._fail_until:
                 status = self._fail_status
         if status is not None:
-            conn.sendall(_error_response(status, head_only=method == "HEAD"))
+            conn.sendall(_error_response(status, head_only=method == "HEAD", code=code))
             return keep_alive
         if self._stopping.wait(self.latency):
             return False

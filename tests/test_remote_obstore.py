@@ -146,6 +146,32 @@ def test_a_refusal_is_not_retried_and_names_the_store(bucket, proxy):
     proxy.fail_next(0)
 
 
+@pytest.mark.parametrize("status,code", [(400, "ExpiredToken"),
+                                         (403, "SignatureDoesNotMatch")])
+def test_a_refusal_in_s3s_words_is_not_retried(bucket, proxy, status, code):
+    """An expired token is a 400 with S3's code: a refusal, as s3fs sorts it, not a
+    transient error to ask again until the deadline."""
+    store = _remote.Store(bucket.storage_options_via(proxy))
+    proxy.fail_next(10**6, status=status, path="cat_1.jpg", code=code)
+    with pytest.raises(PermissionError, match=rf"cat_1\.jpg: {code}: {status} .*, from "
+                                              rf"{bucket.url} at {proxy.endpoint}"):
+        store.read(f"{bucket.url}/images/cat/cat_1.jpg")
+    assert proxy.count("cat_1.jpg") == 1 and store.gets.used == 1
+    proxy.fail_next(0)
+
+
+def test_a_bucket_in_another_region_is_read_through_fsspec(bucket, image_folder, proxy):
+    """S3's answer that the bucket lies in another region: botocore follows it, obstore
+    does not, so that read and the bucket's next ones go through fsspec."""
+    store = _remote.Store(bucket.storage_options_via(proxy))
+    url, other = (f"{bucket.url}/images/cat/cat_1.jpg", f"{bucket.url}/images/dog/dog_1.jpg")
+    proxy.fail_next(1, status=301, path="cat_1.jpg", code="PermanentRedirect")
+    assert store.read(url).tobytes() == local_bytes(image_folder, url)
+    assert proxy.clients("cat_1.jpg") == {"botocore"} and store.gets.used == 1
+    assert store.read(other).tobytes() == local_bytes(image_folder, other)
+    assert proxy.clients("dog_1.jpg") == {"botocore"} and store.gets.used == 1
+
+
 def test_a_stopped_store_is_named_in_botocores_words(bucket, proxy):
     store = _remote.Store(bucket.storage_options_via(proxy), deadline=1.0)
     store.find(f"{bucket.url}/images")
@@ -243,13 +269,16 @@ def test_worker_processes_read_through_obstore(bucket, image_folder, proxy):
 def test_no_secret_reaches_an_error(bucket, proxy):
     options = {**bucket.storage_options_via(proxy), "key": KEY, "secret": SECRET}
     errors = []
-    for status in (503, 403, 400, 404):
-        store = _remote.Store(options)
+    # S3's SignatureDoesNotMatch document repeats the access key and the string signed
+    echo = (f"SignatureDoesNotMatch</Code><AWSAccessKeyId>{KEY}</AWSAccessKeyId>"
+            f"<StringToSign>{SECRET}</StringToSign><Code>SignatureDoesNotMatch")
+    for status, code in ((503, None), (403, None), (400, None), (403, echo), (404, None)):
+        store = _remote.Store(options, deadline=1.0)
         if status == 404:
             url = f"{bucket.url}/images/dog/none.jpg"
         else:
             url = f"{bucket.url}/images/dog/dog_1.jpg"
-            proxy.fail_next(10**6, status=status, path="dog_1.jpg")
+            proxy.fail_next(10**6, status=status, path="dog_1.jpg", code=code)
         with pytest.raises(OSError) as caught:  # ConnectionError, PermissionError, ...
             store.read(url)
         errors.append(caught.value)

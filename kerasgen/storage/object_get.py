@@ -61,6 +61,35 @@ class ObjectStoreError(Exception):
     """A failed GET through obstore, in words (retried by `Retry`)."""
 
 
+class Redirected(Exception):
+    """S3 answered that the bucket lies in another region than `region_name` says:
+    botocore follows such answers to the bucket's region, obstore does not, so the
+    bucket is read through fsspec from then on (`ObjectGets.get`)."""
+
+
+# S3's codes of a bucket asked in the wrong region (botocore's redirector follows them)
+_REGION_CODES = {"PermanentRedirect", "AuthorizationHeaderMalformed", "Redirect",
+                 "TemporaryRedirect", "IllegalLocationConstraintException"}
+# S3's codes of a refusal that asking again cannot change (an expired token is a 400):
+# those s3fs turns into PermissionError, so that both paths sort an error alike
+_S3FS_REFUSALS = {"AccessDenied", "AccountProblem", "AllAccessDisabled", "ExpiredToken",
+                  "CrossLocationLoggingProhibited", "InvalidAccessKeyId",
+                  "InvalidObjectState", "InvalidPayer", "InvalidSecurity", "NotSignedUp",
+                  "RequestTimeTooSkewed", "SignatureDoesNotMatch"}  # s3fs 2026.9
+
+
+def _refusals() -> set[str]:
+    try:
+        from s3fs.errors import ERROR_CODE_TO_EXCEPTION
+    except ImportError:
+        return _S3FS_REFUSALS
+    return {code for code, kind in ERROR_CODE_TO_EXCEPTION.items()
+            if kind is PermissionError and not code.isdigit()}
+
+
+_REFUSALS = _refusals()
+
+
 def s3_config(options: Mapping[str, Any], bucket: str,
               environ: Mapping[str, str] | None = None) -> dict[str, Any] | None:
     """obstore's S3Store keyword arguments for `bucket` with the s3fs `options`, or None
@@ -212,7 +241,12 @@ class ObjectGets:
         except FileNotFoundError:
             raise FileNotFoundError(url) from None
         except Exception as error:  # noqa: BLE001 - obstore's errors, sorted below
-            raise translate(error, store) from None
+            sorted_ = translate(error, store)
+            if isinstance(sorted_, Redirected):
+                bucket = url.split("://", 1)[1].partition("/")[0]
+                with self._lock:
+                    self._clients[bucket] = None  # fsspec, which follows it, from now on
+            raise sorted_ from None
         size = result.meta.get("size")
         return data, size if isinstance(size, int) else None
 
@@ -227,7 +261,8 @@ def plain_key(key: str) -> bool:
 
 def translate(error: BaseException, store: str) -> Exception:
     """obstore's `error` as `Retry` sorts errors, in words and without the request's
-    headers: PermissionError for a refusal (401, 403), else ObjectStoreError."""
+    headers: PermissionError for a refusal (401, 403, or S3's code of one: an expired
+    token is a 400), Redirected for a bucket in another region, else ObjectStoreError."""
     text = str(error)
     head = text.split("\n\nDebug source", 1)[0]
     found = _STATUS.search(head)
@@ -256,6 +291,10 @@ def translate(error: BaseException, store: str) -> Exception:
         words = "Connection reset by peer"
     else:
         words = " ".join(_CODE.sub(r"\1", head).split())[:300] or name
-    if name in ("PermissionDeniedError", "UnauthenticatedError"):
+    s3_code = code.group(1) if code else None
+    if (s3_code in _REGION_CODES or "BareRedirect" in text  # a 301 without Location
+            or (found is not None and found.group(1) in ("301", "307"))):
+        return Redirected(words)
+    if name in ("PermissionDeniedError", "UnauthenticatedError") or s3_code in _REFUSALS:
         return PermissionError(f"{words}, from {store}")
     return ObjectStoreError(words)

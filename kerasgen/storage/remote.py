@@ -200,16 +200,20 @@ class Store:
         canon = self.fs.url(fs, path)
         expected = self.catalog.sizes.get(canon)
         options = _one_request(fs, expected)
-        client = self.gets.client(canon)
 
         def get() -> bytes:
+            client = self.gets.client(canon)
             if client is not None:  # one GET through obstore: its size is the object's now
-                data, now = self.gets.get(client, canon, self.retry.store_name(url))
-                if expected is not None and len(data) != expected:
-                    if now != len(data):
-                        raise _retry.Short(f"got {len(data)} of its {expected} bytes")
-                    self.catalog.sizes[canon] = now  # replaced since it was listed
-                return data
+                try:
+                    data, now = self.gets.get(client, canon, self.retry.store_name(url))
+                except _object_get.Redirected:
+                    pass  # another region: fsspec follows S3 there (and reads it from now on)
+                else:
+                    if expected is not None and len(data) != expected:
+                        if now != len(data):
+                            raise _retry.Short(f"got {len(data)} of its {expected} bytes")
+                        self.catalog.sizes[canon] = now  # replaced since it was listed
+                    return data
             data = fs.cat_file(path, **options)
             if expected is not None and len(data) != expected:
                 fs.invalidate_cache(path)
