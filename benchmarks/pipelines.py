@@ -150,11 +150,13 @@ def timed(fn):
     return time.perf_counter() - start, seen
 
 
-def tiny_model(rescale):
+def tiny_model(rescale, image_size=IMAGE_SIZE):
+    """Rescaling (when `rescale`), global average pooling and Dense: a model that costs
+    almost nothing, so fit's rate is the feed's (images.py, remote.py --model tiny)."""
     import keras
     from keras import layers
 
-    inputs = keras.Input(shape=IMAGE_SIZE + (3,))
+    inputs = keras.Input(shape=tuple(image_size) + (3,))
     x = layers.Rescaling(1 / 255)(inputs) if rescale else inputs
     x = layers.GlobalAveragePooling2D()(x)
     outputs = layers.Dense(NUM_CLASSES)(x)

@@ -85,6 +85,7 @@ from benchmarks.data import (DATA_DIR, NUM_CLASSES, PHOTO_SIZE, build_data,  # n
                              default_folder, expected_files, warm_page_cache)
 from benchmarks import small_peers  # noqa: E402
 from benchmarks.fit_cnn import tutorial_cnn  # noqa: E402
+from benchmarks.pipelines import tiny_model  # noqa: E402
 from benchmarks.machine import (CpuMeter, add_quiet_options, git_state,  # noqa: E402
                                 machine_busy_seconds, usable_cores, wait_for_quiet)
 
@@ -514,18 +515,6 @@ class Remote:
 
 
 # ----------------------------------------------------------------------------- child
-def tiny_model(image_size, num_classes):
-    """A model that costs almost nothing (`--model tiny`): fit's rate is the feed's."""
-    import keras
-    from keras import layers
-
-    inputs = keras.Input(tuple(image_size) + (3,))
-    x = layers.GlobalAveragePooling2D()(layers.Rescaling(1 / 255)(inputs))
-    model = keras.Model(inputs, layers.Dense(num_classes)(x))
-    model.compile("adam", keras.losses.SparseCategoricalCrossentropy(from_logits=True))
-    return model
-
-
 def s3_paths(fs, prefix):
     """(paths, labels) of the image objects under `prefix`, class = their folder."""
     paths = sorted(p for p in fs.find(prefix) if p.endswith(".jpg"))
@@ -830,7 +819,7 @@ def part(args):
     name = BY_SHORT[args.part]
     preload(name)  # the libraries' imports are not the feed's build time
     model = (tutorial_cnn(args.image_size, NUM_CLASSES) if args.model == "cnn"
-             else tiny_model(args.image_size, NUM_CLASSES))
+             else tiny_model(True, args.image_size))
     if name in LOCAL_TWIN:  # traced on the local twin: the first epoch holds no tracing
         twin = make_feed(LOCAL_TWIN[name], args)[0]
         model.fit(twin, epochs=1, steps_per_epoch=2, verbose=0)

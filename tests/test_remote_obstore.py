@@ -247,13 +247,19 @@ def test_the_mapping_of_s3fs_options_is_exact_or_none(options, environ, expected
         assert client.get("allow_http") is True
 
 
-def test_a_copy_in_another_process_makes_its_own_clients(bucket, proxy):
+def test_a_copy_in_another_process_makes_its_own_clients(bucket, proxy, monkeypatch):
     store = _remote.Store(bucket.storage_options_via(proxy))
     url = f"{bucket.url}/images/cat/cat_0.png"
     data = store.read(url).tobytes()
     copy = pickle.loads(pickle.dumps(store))
     assert copy.gets._clients == {} and copy.gets.used == 0
     assert copy.read(url).tobytes() == data and copy.gets.used == 1
+    # after a fork (another pid, the same object), the parent's S3Store is not used
+    first = store.gets.client(url)
+    parent = os.getpid()
+    monkeypatch.setattr(_object_get.os, "getpid", lambda: parent + 1)
+    assert store.gets.client(url) is not first
+    assert store.read(f"{bucket.url}/images/dog/dog_1.jpg").size > 0 and store.gets.used == 2
 
 
 @pytest.mark.slow

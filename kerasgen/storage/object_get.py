@@ -71,23 +71,19 @@ class Redirected(Exception):
 _REGION_CODES = {"PermanentRedirect", "AuthorizationHeaderMalformed", "Redirect",
                  "TemporaryRedirect", "IllegalLocationConstraintException"}
 # S3's codes of a refusal that asking again cannot change (an expired token is a 400):
-# those s3fs turns into PermissionError, so that both paths sort an error alike
-_S3FS_REFUSALS = {"AccessDenied", "AccountProblem", "AllAccessDisabled", "ExpiredToken",
-                  "CrossLocationLoggingProhibited", "InvalidAccessKeyId",
-                  "InvalidObjectState", "InvalidPayer", "InvalidSecurity", "NotSignedUp",
-                  "RequestTimeTooSkewed", "SignatureDoesNotMatch"}  # s3fs 2026.9
+# those s3fs turns into PermissionError (its own table, read once: s3fs is there, as it
+# listed the objects), so that both paths sort an error alike
+_refusal_codes: frozenset[str] | None = None
 
 
-def _refusals() -> set[str]:
-    try:
+def refusals() -> frozenset[str]:
+    """S3's error codes s3fs raises as PermissionError."""
+    global _refusal_codes
+    if _refusal_codes is None:
         from s3fs.errors import ERROR_CODE_TO_EXCEPTION
-    except ImportError:
-        return _S3FS_REFUSALS
-    return {code for code, kind in ERROR_CODE_TO_EXCEPTION.items()
-            if kind is PermissionError and not code.isdigit()}
-
-
-_REFUSALS = _refusals()
+        _refusal_codes = frozenset(code for code, kind in ERROR_CODE_TO_EXCEPTION.items()
+                                   if kind is PermissionError and not code.isdigit())
+    return _refusal_codes
 
 
 def s3_config(options: Mapping[str, Any], bucket: str,
@@ -295,6 +291,6 @@ def translate(error: BaseException, store: str) -> Exception:
     if (s3_code in _REGION_CODES or "BareRedirect" in text  # a 301 without Location
             or (found is not None and found.group(1) in ("301", "307"))):
         return Redirected(words)
-    if name in ("PermissionDeniedError", "UnauthenticatedError") or s3_code in _REFUSALS:
+    if name in ("PermissionDeniedError", "UnauthenticatedError") or s3_code in refusals():
         return PermissionError(f"{words}, from {store}")
     return ObjectStoreError(words)
