@@ -32,6 +32,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see of the lazy names below (PE
     from kerasgen.sql import SQLFeatureGenerator, SQLGenerator, SQLImageGenerator
     from kerasgen.stream import StreamGenerator
     from kerasgen.tfrecord import TFRecordGenerator
+    from kerasgen.timeseries import TimeseriesGenerator, timeseries_dataset_from_array
     from kerasgen.webdataset import WebDatasetGenerator
 
 __version__ = "0.1.0"
@@ -49,6 +50,7 @@ __all__ = [
     "SQLImageGenerator",
     "StreamGenerator",
     "TFRecordGenerator",
+    "TimeseriesGenerator",
     "WebDatasetGenerator",
     "augment",
     "callbacks",
@@ -60,6 +62,7 @@ __all__ = [
     "rebalance",
     "samplers",
     "sources",
+    "timeseries_dataset_from_array",
     "tune_malloc",
     "viz",
 ]
@@ -78,6 +81,7 @@ _WHERE = {
     "SQLImageGenerator": "kerasgen.sql",
     "StreamGenerator": "kerasgen.stream",
     "TFRecordGenerator": "kerasgen.tfrecord",
+    "TimeseriesGenerator": "kerasgen.timeseries",
     "WebDatasetGenerator": "kerasgen.webdataset",
     "augment": None,
     "callbacks": None,
@@ -87,6 +91,7 @@ _WHERE = {
     "leave_malloc": "kerasgen.arrays.malloc",
     "samplers": None,
     "sources": None,
+    "timeseries_dataset_from_array": "kerasgen.timeseries",
     "tune_malloc": "kerasgen.arrays.malloc",
     "viz": None,
 }

@@ -26,6 +26,7 @@ BACKEND_SUITE = {
     "test_worker_matrix.py": "worker threads and processes under every fit and adapter mode",
     "test_notebook.py": "worker processes in a real Jupyter kernel",
     "test_remote.py": "remote folders and CSV files (fsspec memory://), trained through fit",
+    "test_timeseries.py": "windows of a series trained through fit; Keras's function's formats",
 }
 TENSORFLOW_ONLY = {
     "test_tfdata_errors.py": "the tf.data forms (to_tf_dataset, image_dataset_from_directory's "

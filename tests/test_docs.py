@@ -134,6 +134,7 @@ CHECKED_PAGES = [
     "docs/migrating.md",
     "docs/observability.md",
     "docs/targets.md",
+    "docs/timeseries.md",
     "docs/performance.md",  # its tune_malloc() answer is True on Linux with glibc (CI's)
 ]
 # Pages with runnable blocks and no checked print, with the reason.

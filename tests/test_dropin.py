@@ -560,6 +560,7 @@ PUBLIC_MODULES = {
     "sql": "kg.SQLGenerator", "tfrecord": "kg.TFRecordGenerator",
     "arrayrecord": "kg.ArrayRecordGenerator", "webdataset": "kg.WebDatasetGenerator",
     "stream": "kg.StreamGenerator", "detection": "kg.DetectionGenerator",
+    "timeseries": "kg.TimeseriesGenerator and kg.timeseries_dataset_from_array",
     "cli": "the kerasgen command", "loader": "the loader stage (docs/architecture.md)",
 }
 
@@ -618,7 +619,7 @@ LAYERS = [
     ("pipeline", {"pipeline/", "_keras_compat"}),
     ("adapter", {"adapter/", "base"}),
     ("generators", {"builders/", "generators", "sql", "tfrecord", "arrayrecord",
-                    "webdataset", "stream", "image_dataset", "detection"}),
+                    "webdataset", "stream", "image_dataset", "detection", "timeseries"}),
     ("around", {"callbacks", "inspection", "cli", "viz", "gpu", "rebalance", "_preload",
                 "__init__", "__main__"}),
 ]

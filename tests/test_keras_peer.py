@@ -1,4 +1,5 @@
-"""Keras's own tests of `image_dataset_from_directory`, run against kerasgen's.
+"""Keras's own tests of `image_dataset_from_directory` and
+`timeseries_dataset_from_array`, run against kerasgen's.
 
 `keras/src/utils/image_dataset_utils_test.py` ships in Keras's wheel; its test class runs
 here unmodified, with the function it calls (`image_dataset_utils.
@@ -11,8 +12,9 @@ and `test_messages_name_what_keras_names` checks they name the same argument.
 from unittest import mock
 
 import pytest
-from keras.src.utils import image_dataset_utils
+from keras.src.utils import image_dataset_utils, timeseries_dataset_utils
 from keras.src.utils import image_dataset_utils_test as keras_tests
+from keras.src.utils import timeseries_dataset_utils_test as keras_timeseries_tests
 
 import kerasgen as kg
 
@@ -67,3 +69,40 @@ def test_messages_name_what_keras_names(tmp_path, kwargs, keras_names):
             write_image(str(tmp_path / f"class_{c}" / f"{i}.png"), seed=c * 10 + i)
     with pytest.raises(ValueError, match=keras_names):
         kg.image_dataset_from_directory(tmp_path, verbose=False, **kwargs)
+
+
+class TestKerasOwnTimeseriesTests(keras_timeseries_tests.TimeseriesDatasetTest):
+    """Every test of Keras's timeseries class (20 in Keras 3.15.1: both formats), on
+    `kg.timeseries_dataset_from_array`."""
+
+    # Keras's test compares the first window of two passes; any reshuffling repeats it
+    # for 1 seed in 6 (6 windows), and seed 123 is one such for kerasgen's (seed, epoch)
+    # orders. test_timeseries.py checks that every pass is a new, seeded order.
+    test_shuffle_tf = pytest.mark.xfail(strict=True, reason=(
+        "seed=123: kerasgen's epochs 0 and 1 both begin with window 4 (orders "
+        "[4 0 2 3 1 5] and [4 0 1 3 2 5]); the test's check of the first window holds "
+        "for 5 seeds in 6 of any reshuffling"))(
+        keras_timeseries_tests.TimeseriesDatasetTest.test_shuffle_tf)
+
+    def setUp(self):
+        super().setUp()
+        swap = mock.patch.object(timeseries_dataset_utils, "timeseries_dataset_from_array",
+                                 kg.timeseries_dataset_from_array)
+        swap.start()
+        self.addCleanup(swap.stop)
+
+    def assertRaisesRegex(self, expected_exception, expected_regex, *args, **kwargs):
+        """The exception type, and the argument Keras's pattern names (its first
+        backquoted word): kerasgen's messages name it in kerasgen's form."""
+        import re
+
+        named = re.search(r"`\w+`", expected_regex)
+        return super().assertRaisesRegex(expected_exception,
+                                         re.escape(named.group()) if named else "",
+                                         *args, **kwargs)
+
+
+def test_keras_timeseries_class_still_has_its_tests():
+    names = [n for n in dir(keras_timeseries_tests.TimeseriesDatasetTest)
+             if n.startswith("test_")]
+    assert len(names) >= 12, names

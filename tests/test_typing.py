@@ -28,7 +28,7 @@ ROOT = PACKAGE.parent
 # whose API is its arguments. `arrays.malloc` defines kg.tune_malloc and kg.leave_malloc.
 MODULES = ("arrayrecord", "augment", "base", "callbacks", "generators", "gpu", "image_dataset",
            "inspection", "loader", "rebalance", "samplers", "sources", "sql", "stream", "tfrecord",
-           "viz", "webdataset")
+           "timeseries", "viz", "webdataset")
 # Methods checked besides the public names: what a user calls through an operator.
 DUNDERS = ("__init__", "__call__", "__len__", "__getitem__")
 # base.py's hints come with the rewrite of Generator (branch i15-base): remove this
@@ -196,6 +196,12 @@ def test_string_options_are_exactly_the_values_the_code_accepts():
     from kerasgen import loader
 
     assert values(_typing.Decoder) == loader.DECODERS
+    from kerasgen import timeseries
+
+    hints = typing.get_type_hints(timeseries.TimeseriesGenerator.__init__)
+    assert values(hints["label_mode"]) == timeseries.LABEL_MODES
+    hints = typing.get_type_hints(timeseries.timeseries_dataset_from_array)
+    assert values(hints["format"]) == timeseries.FORMATS
 
 
 def test_py_typed_is_in_the_package_and_in_setup_package_data():

@@ -87,8 +87,7 @@ class ArraySource:
             return batching.convert(x, request.dtype, request.rescale,
                                     request.buffers), masks
 
-    @staticmethod
-    def _take(array: np.ndarray, request: BatchRequest) -> np.ndarray:
+    def _take(self, array: np.ndarray, request: BatchRequest) -> np.ndarray:
         indices, partners, lams = request.indices, request.partners, request.lams
         rows = None
         if array.dtype != object:
