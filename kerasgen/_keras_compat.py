@@ -359,6 +359,49 @@ def in_probe():
 _PROBES = ("get_tf_dataset", "_symbolic_build")
 
 
+def _strings_in(batch, where="x"):
+    """(where, dtype) of the first array of `batch` (a tuple, list or dict of arrays)
+    holding strings, or None."""
+    if isinstance(batch, (tuple, list)):
+        names = ("x", "y", "sample_weight") if where == "x" else ()
+        for k, part in enumerate(batch):
+            found = _strings_in(part, names[k] if k < len(names) else f"{where}[{k}]")
+            if found:
+                return found
+        return None
+    if isinstance(batch, dict):
+        for key, part in batch.items():
+            found = _strings_in(part, f"{where}[{key!r}]")
+            if found:
+                return found
+        return None
+    dtype = getattr(batch, "dtype", None)
+    if dtype is None or dtype.kind not in "USO":
+        return None
+    if dtype.kind == "O" and not (batch.size and isinstance(batch.flat[0], (str, bytes))):
+        return None
+    return where, dtype
+
+
+def refuse_strings(batch, gen):
+    """Raises a TypeError saying what works when Keras's PyDataset adapter is about to
+    read a batch holding strings (it carries numbers only, and fails with "Invalid dtype:
+    str..." on every backend); does nothing outside Keras's first look at a batch."""
+    found = _strings_in(batch)
+    if found is None or not in_probe():
+        return
+    where, dtype = found
+    raise TypeError(
+        f"`model.fit` cannot take the batches of {type(gen).__name__} directly: {where} "
+        f"holds strings (dtype {dtype}), and Keras's PyDataset adapter carries only "
+        "numbers (it fails with 'Invalid dtype: str...'). Either feed the tf.data form, "
+        "`model.fit(gen.to_tf_dataset())` (TensorFlow installed; a TextVectorization "
+        "layer in the model then takes the strings), or turn the strings into numbers in "
+        "the generator, on any backend: `batch_augment=kg.augment.map_batch(lambda x, y: "
+        "(keras.ops.convert_to_numpy(vectorizer(x)), y))` with an adapted "
+        "`keras.layers.TextVectorization` (see docs/migrating.md).")
+
+
 def _keras_frame(name):
     """The frame of Keras's trainer method `name` the caller runs inside, or None."""
     frame: FrameType | None = sys._getframe(2)

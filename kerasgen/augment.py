@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 
     from kerasgen.sources._boxes import ImageBoxes
 
-__all__ = ["center_crop", "from_image_data_generator", "typical"]
+__all__ = ["center_crop", "from_image_data_generator", "map_batch", "typical"]
 
 # Keras layers rebuilt and called from two threads at once (the work-ahead's and the
 # caller's) crashed TensorFlow in its random ops (a segmentation fault in
@@ -86,6 +86,50 @@ def deterministic_part(value: Any) -> Any:
         kept = [step for step in value if deterministic(step)]
         return kept or None
     return value if value is not None and deterministic(value) else None
+
+
+def map_batch(fn: Any) -> MapBatch:
+    """tf.data's `dataset.map(fn)` for a kerasgen generator: `fn(x, y) -> (x, y)` reshapes
+    every batch for the model (`y` into a dict of outputs, one target column of several,
+    strings into token ids...). Pass it as `batch_augment=` (alone, or in a list after
+    the random steps). Batches without targets call `fn(x) -> x`.
+
+    A map draws nothing, so it is a preprocessing: `split()`'s validation generator keeps
+    it, and it is the same with any number of workers.
+
+    ```python
+    gen = kg.ArrayGenerator(x, y, batch_augment=kg.augment.map_batch(
+        lambda x, y: (x, {"class": y[:, 0], "box": y[:, 1:]})))
+    ```
+    """
+    if not callable(fn) or isinstance(fn, MapBatch):
+        _checks.fail("fn", "a callable fn(x, y) -> (x, y) (tf.data's map function)", fn,
+                     TypeError)
+    return MapBatch(fn)
+
+
+class MapBatch:
+    """See `map_batch`: a `batch_augment` step `(x, y, rng) -> fn(x, y)`, deterministic."""
+
+    deterministic = True  # the same for every draw: validation keeps it (split())
+
+    def __init__(self, fn: Any) -> None:
+        self.fn = fn
+
+    def __call__(self, x: Any, y: Any, rng: np.random.Generator) -> tuple[Any, Any]:
+        if y is None:
+            return self.fn(x), None
+        mapped = self.fn(x, y)
+        if not isinstance(mapped, tuple) or len(mapped) != 2:
+            raise TypeError(
+                "A `map_batch` function must return the batch's (x, y), as tf.data's map "
+                f"of an (x, y) dataset does. Received: {type(mapped).__name__}"
+                + (f" of length {len(mapped)}" if isinstance(mapped, tuple) else "")
+                + f" from {getattr(self.fn, '__name__', self.fn)!r}.")
+        return mapped
+
+    def __repr__(self) -> str:
+        return f"map_batch({getattr(self.fn, '__qualname__', self.fn)!s})"
 
 
 def center_crop(image_size: ImageSize) -> CenterCrop:

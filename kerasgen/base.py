@@ -310,6 +310,7 @@ class Generator(PyDataset, _hooks.Hooks, Readouts, Views):
             raise
         if self._stats is not None and not _keras_compat.in_probe():  # a training step
             self._stats.served(self.epoch, index, batching.batch_len(batch))
+        _keras_compat.refuse_strings(batch, self)
         return batch
 
     @_redact.errors
