@@ -11,7 +11,7 @@ from kerasgen import _checks
 from kerasgen.storage import paths as _paths
 from kerasgen.storage import remote as _remote
 from kerasgen import _seeding as seeding
-from kerasgen.loading.images import IMAGE_EXTENSIONS, file_kind, is_image_file
+from kerasgen.loading.images import IMAGE_EXTENSIONS, file_kind
 from kerasgen import _redact
 from kerasgen.sources._csv_table import Table as Table
 from kerasgen.sources._csv_table import check_unique as check_unique
@@ -19,6 +19,20 @@ from kerasgen.sources._csv_table import exists as exists
 from kerasgen.sources._csv_table import parse_number as parse_number
 from kerasgen.sources._csv_table import resolve_paths as resolve_paths
 
+
+class FileKind(NamedTuple):
+    """The files a folder listing reads: their kind, in the plural ("images"), the one
+    word for each ("image"), and their name endings, lowercase."""
+
+    plural: str
+    single: str
+    extensions: tuple
+
+    def matches(self, name):
+        return name.lower().endswith(self.extensions)
+
+
+IMAGES = FileKind("images", "image", IMAGE_EXTENSIONS)
 
 
 class _Walk:
@@ -42,14 +56,14 @@ class _Walk:
     warning naming it.
     """
 
-    def __init__(self, root, follow_links):
-        self.follow_links = follow_links
+    def __init__(self, root, follow_links, kind=IMAGES):
+        self.follow_links, self.kind = follow_links, kind
         self.top = _paths.Root.of(root, "`directory`", "follow_links=True")
         self.visited = set()
         self.odd, self.escapes, self.notes = [], [], []  # odd: (path, why unreadable)
 
     def files(self, folder):
-        """The image files under `folder`, recursively."""
+        """The files of `self.kind` under `folder`, recursively."""
         found: list[str] = []
         if self.follow_links:
             self.visited.add(os.path.realpath(folder))
@@ -73,13 +87,13 @@ class _Walk:
                 entries = sorted((e for e in listing if not e.name.startswith(".")),
                                  key=lambda e: e.name)  # .ipynb_checkpoints, .DS_Store...
         except OSError as error:
-            self.notes.append(f"Cannot list the folder {folder!r} ({error}); its images "
-                              "are left out.")
+            self.notes.append(f"Cannot list the folder {folder!r} ({error}); its "
+                              f"{self.kind.plural} are left out.")
             return
         folders = []
         for entry in entries:
             if entry.is_symlink() and _loops(entry.path):
-                if is_image_file(entry.name):
+                if self.kind.matches(entry.name):
                     self.odd.append((entry.path, "a symbolic link that leads back to "
                                                  "itself, a loop of links"))
                 else:
@@ -89,7 +103,7 @@ class _Walk:
                 continue
             if _is_folder(entry):  # a link to a folder counts, as in os.walk
                 folders.append(entry)
-            elif is_image_file(entry.name):
+            elif self.kind.matches(entry.name):
                 if entry.is_symlink() and not self.follow_links and not self._inside(
                         entry.path):
                     continue
@@ -128,9 +142,9 @@ class _Walk:
             return []
         n = len(self.odd)
         shown = ", ".join(f"{path} ({why})" for path, why in self.odd[:5])
-        entries = (f"{n} entr{'ies' if n > 1 else 'y'} named like an image but not a "
-                   f"regular file: {shown}{' ...' if n > 5 else ''}. Only regular files "
-                   "(and links to them) are read as images")
+        entries = (f"{n} entr{'ies' if n > 1 else 'y'} named like an {self.kind.single} "
+                   f"but not a regular file: {shown}{' ...' if n > 5 else ''}. Only "
+                   f"regular files (and links to them) are read as {self.kind.plural}")
         if on_error == "raise":
             raise ValueError(
                 f"Cannot read {entries}. Remove or replace {'them' if n > 1 else 'it'}, "
@@ -190,8 +204,10 @@ class Listing(NamedTuple):
 
 
 def list_image_folder(directory, class_names=None, classes_required=True,
-                      follow_links=False, flat=False, on_error="raise", store=None):
-    """Lists an image folder with one subfolder per class.
+                      follow_links=False, flat=False, on_error="raise", store=None,
+                      kind=IMAGES):
+    """Lists an image folder with one subfolder per class (a folder of another `kind` of
+    file, text or audio, alike).
 
     Returns a `Listing`. Without class subfolders and with `classes_required=False`,
     every image under `directory` is listed flat, with no labels. An entry named like an
@@ -204,28 +220,29 @@ def list_image_folder(directory, class_names=None, classes_required=True,
     directory = _remote.local(os.fspath(directory))
     if _remote.is_url(directory):
         return _remote_folder(store or _remote.Store(), directory, class_names,
-                              classes_required, flat)
+                              classes_required, flat, kind)
     if not os.path.isdir(directory):
         raise FileNotFoundError(
             f"`directory` must be an existing folder. Received: directory={directory!r} "
             "(not found)." if not os.path.exists(directory) else
             f"`directory` must be a folder. Received: directory={directory!r} (a file)."
         )
-    walk = _Walk(directory, follow_links)
+    walk = _Walk(directory, follow_links, kind)
     if flat:
         paths = walk.files(directory)
         skipped = walk.finish(on_error)
         if not paths:
-            raise ValueError(_no_images_message(directory))
+            raise ValueError(_no_images_message(directory, kind))
         return Listing(paths, None, None, skipped)
     subfolders = sorted(d for d in os.listdir(directory)
                         if os.path.isdir(os.path.join(directory, d)) and not d.startswith("."))
-    class_names = _class_folders(directory, class_names, subfolders, classes_required)
+    class_names = _class_folders(directory, class_names, subfolders, classes_required,
+                                  kind)
     if not class_names:
         paths = walk.files(directory)
         skipped = walk.finish(on_error)
         if not paths:
-            raise ValueError(_no_images_message(directory))
+            raise ValueError(_no_images_message(directory, kind))
         return Listing(paths, None, None, skipped)
     paths, class_ids = [], []
     # a link inside one class folder to the root or to a class folder lists nothing again
@@ -235,16 +252,16 @@ def list_image_folder(directory, class_names=None, classes_required=True,
         files = walk.files(os.path.join(directory, name))
         if not files and not walk.escapes:
             _redact.warn(f"Class folder {os.path.join(directory, name)!r} holds no "
-                         f"images; class {name!r} will have no samples.", stacklevel=3)
+                         f"{kind.plural}; class {name!r} will have no samples.", stacklevel=3)
         paths.extend(files)
         class_ids.extend([class_id] * len(files))
     skipped = walk.finish(on_error)
     if not paths:
-        raise ValueError(_no_images_message(directory))
+        raise ValueError(_no_images_message(directory, kind))
     return Listing(paths, np.asarray(class_ids, dtype="int64"), class_names, skipped)
 
 
-def _class_folders(directory, class_names, subfolders, classes_required):
+def _class_folders(directory, class_names, subfolders, classes_required, kind=IMAGES):
     """The class names of a folder with `subfolders`: `class_names` checked against
     them, or the subfolders; None (no classes) only when `classes_required` is False."""
     if class_names is not None:
@@ -261,14 +278,14 @@ def _class_folders(directory, class_names, subfolders, classes_required):
         class_names = subfolders
     if not class_names and classes_required:
         raise ValueError(
-            f"No class subfolders in {directory}. Put each class's images in a "
+            f"No class subfolders in {directory}. Put each class's {kind.plural} in a "
             "subfolder named after the class, or pass label_mode=None to load the "
-            "folder's images without labels."
+            f"folder's {kind.plural} without labels."
         )
     return class_names or None
 
 
-def _remote_folder(store, directory, class_names, classes_required, flat):
+def _remote_folder(store, directory, class_names, classes_required, flat, kind=IMAGES):
     """`list_image_folder` of the URL `directory`: one listing of every object under
     it. Folders are prefixes there: a class folder is one holding an object."""
     directory = directory.rstrip("/")
@@ -277,27 +294,28 @@ def _remote_folder(store, directory, class_names, classes_required, flat):
         raise FileNotFoundError(
             f"`directory` must be an existing folder. Received: directory={directory!r} "
             "(nothing found under it).")
-    images = [(rel, url) for rel, url in found if is_image_file(rel)]
+    images = [(rel, url) for rel, url in found if kind.matches(rel)]
     if flat:
         if not images:
-            raise ValueError(_no_images_message(directory))
+            raise ValueError(_no_images_message(directory, kind))
         return Listing([url for _, url in images], None, None, [])
     subfolders = sorted({rel.split("/", 1)[0] for rel, _ in found if "/" in rel})
-    class_names = _class_folders(directory, class_names, subfolders, classes_required)
+    class_names = _class_folders(directory, class_names, subfolders, classes_required,
+                                  kind)
     if not class_names:
         if not images:
-            raise ValueError(_no_images_message(directory))
+            raise ValueError(_no_images_message(directory, kind))
         return Listing([url for _, url in images], None, None, [])
     paths, class_ids = [], []
     for class_id, name in enumerate(class_names):
         files = [url for rel, url in images if rel.startswith(name + "/")]
         if not files:
-            _redact.warn(f"Class folder {directory + '/' + name!r} holds no images; "
-                         f"class {name!r} will have no samples.", stacklevel=3)
+            _redact.warn(f"Class folder {directory + '/' + name!r} holds no "
+                         f"{kind.plural}; class {name!r} will have no samples.", stacklevel=3)
         paths.extend(files)
         class_ids.extend([class_id] * len(files))
     if not paths:
-        raise ValueError(_no_images_message(directory))
+        raise ValueError(_no_images_message(directory, kind))
     return Listing(paths, np.asarray(class_ids, dtype="int64"), class_names, [])
 
 
@@ -352,9 +370,9 @@ def paired_masks(paths, directory, mask_dir, store=None, what="mask", argument="
     return masks
 
 
-def _no_images_message(directory):
-    return (f"No images found in {directory}. Images must end in one of "
-            f"{', '.join(IMAGE_EXTENSIONS)}.")
+def _no_images_message(directory, kind=IMAGES):
+    return (f"No {kind.plural} found in {directory}. {kind.plural.capitalize()} must end "
+            f"in one of {', '.join(kind.extensions)}.")
 
 
 def validation_subset(class_ids, num_samples, validation_split, subset, seed, files=None,
