@@ -23,6 +23,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see of the lazy names below (PE
     from kerasgen import sources
     from kerasgen.arrayrecord import ArrayRecordGenerator
     from kerasgen.arrays.malloc import leave_malloc, tune_malloc
+    from kerasgen.audio import AudioFolderGenerator, audio_dataset_from_directory
     from kerasgen.storage.remote_cache import RemoteCache
     from kerasgen.base import Generator
     from kerasgen.detection import DetectionGenerator
@@ -31,6 +32,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see of the lazy names below (PE
     from kerasgen.inspection import inspect
     from kerasgen.sql import SQLFeatureGenerator, SQLGenerator, SQLImageGenerator
     from kerasgen.stream import StreamGenerator
+    from kerasgen.text import text_dataset_from_directory
     from kerasgen.tfrecord import TFRecordGenerator
     from kerasgen.timeseries import TimeseriesGenerator, timeseries_dataset_from_array
     from kerasgen.webdataset import WebDatasetGenerator
@@ -40,6 +42,7 @@ __version__ = "0.1.0"
 __all__ = [
     "ArrayGenerator",
     "ArrayRecordGenerator",
+    "AudioFolderGenerator",
     "CSVGenerator",
     "DetectionGenerator",
     "Generator",
@@ -52,6 +55,7 @@ __all__ = [
     "TFRecordGenerator",
     "TimeseriesGenerator",
     "WebDatasetGenerator",
+    "audio_dataset_from_directory",
     "augment",
     "callbacks",
     "class_weights",
@@ -62,6 +66,7 @@ __all__ = [
     "rebalance",
     "samplers",
     "sources",
+    "text_dataset_from_directory",
     "timeseries_dataset_from_array",
     "tune_malloc",
     "viz",
@@ -71,6 +76,7 @@ __all__ = [
 _WHERE = {
     "ArrayGenerator": "kerasgen.generators",
     "ArrayRecordGenerator": "kerasgen.arrayrecord",
+    "AudioFolderGenerator": "kerasgen.audio",
     "CSVGenerator": "kerasgen.generators",
     "DetectionGenerator": "kerasgen.detection",
     "Generator": "kerasgen.base",
@@ -83,6 +89,7 @@ _WHERE = {
     "TFRecordGenerator": "kerasgen.tfrecord",
     "TimeseriesGenerator": "kerasgen.timeseries",
     "WebDatasetGenerator": "kerasgen.webdataset",
+    "audio_dataset_from_directory": "kerasgen.audio",
     "augment": None,
     "callbacks": None,
     "gpu": None,
@@ -91,6 +98,7 @@ _WHERE = {
     "leave_malloc": "kerasgen.arrays.malloc",
     "samplers": None,
     "sources": None,
+    "text_dataset_from_directory": "kerasgen.text",
     "timeseries_dataset_from_array": "kerasgen.timeseries",
     "tune_malloc": "kerasgen.arrays.malloc",
     "viz": None,

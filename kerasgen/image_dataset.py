@@ -9,8 +9,6 @@ docs/migrating.md.
 
 from __future__ import annotations
 
-import inspect
-import numbers
 from collections.abc import Sequence
 from typing import Any, Literal, overload
 
@@ -19,6 +17,7 @@ import numpy as np
 from kerasgen import _checks, _redact
 from kerasgen._typing import (ColorMode, DatasetFormat, FolderLabels, ImageSize,
                               Interpolation, StrPath, Subset)
+from kerasgen.builders import keras_functions
 from kerasgen.generators import ImageFolderGenerator
 
 LABEL_MODES = ("int", "categorical", "binary", None)
@@ -188,14 +187,14 @@ def image_dataset_from_directory(
         train, validation = ImageFolderGenerator.split(
             directory, validation_split=validation_split, seed=seed, **options)
         if verbose:
-            _found(train, train.num_samples + validation.num_samples)
+            keras_functions.found(train, train.num_samples + validation.num_samples)
             print(f"Using {train.num_samples} files for training.")
             print(f"Using {validation.num_samples} files for validation.")
         return _returned(train, format, unbatched), _returned(validation, format, unbatched)
     gen = ImageFolderGenerator(directory, validation_split=validation_split or None,
                                subset=subset, seed=seed, **options)
     if verbose:
-        _found(gen, gen.source.files_found)
+        keras_functions.found(gen, gen.source.files_found)
         if subset is not None:
             print(f"Using {gen.num_samples} files for {subset}.")
     return _returned(gen, format, unbatched)
@@ -217,75 +216,22 @@ def _check_keras_arguments(label_mode, format, validation_split, subset, shuffle
     if format not in FORMATS:
         _checks.fail("format", "'tf' (a tf.data.Dataset), 'grain' (a grain.IterDataset) "
                      "or 'kerasgen' (the kg.ImageFolderGenerator)", format)
-    # typeshed's numbers.Real has no __gt__, which `0 < validation_split` falls back on
-    if validation_split and not (isinstance(validation_split, numbers.Real)
-                                 and 0 < validation_split < 1):  # type: ignore[operator]
-        _checks.fail("validation_split", "a fraction between 0 and 1 (exclusive), or "
-                     "None", validation_split)
-    if (validation_split or subset) and not (validation_split and subset):
-        raise ValueError("If `subset` is set, `validation_split` must be set, and "
-                         f"inversely. Received: validation_split={validation_split!r}, "
-                         f"subset={subset!r}.")
-    if subset not in ("training", "validation", "both", None):
-        _checks.fail("subset", "'training', 'validation', 'both' or None", subset)
-    if validation_split and shuffle and seed is None:
-        raise ValueError(
-            "`seed` must be given with `validation_split` and shuffle=True, so that "
-            "the training and validation subsets do not overlap. Received: seed=None."
-        )
+    keras_functions.check_split(validation_split, subset, shuffle, seed)
 
 
 def _check_options(options):
     """Options beyond Keras's signature must be the generator's own arguments."""
-    unknown = {name: value for name, value in options.items() if name not in _OPTIONS}
-    if unknown:
-        import difflib
-
-        hints = [f"`{name}`: did you mean `{close[0]}`?" for name in unknown
-                 for close in [difflib.get_close_matches(name, sorted(_OPTIONS), n=1)]
-                 if close]
-        raise TypeError(" ".join(
-            [f"image_dataset_from_directory() got unexpected keyword argument"
-             f"{'s' if len(unknown) > 1 else ''} {', '.join(map(repr, unknown))}. Beyond "
-             "Keras's arguments it takes kg.ImageFolderGenerator's: "
-             f"{', '.join(sorted(_OPTIONS))}."] + hints))
-
-
-def _generator_arguments():
-    """The keyword arguments of kg.ImageFolderGenerator beyond Keras's signature."""
-    from kerasgen.base import Generator
-
-    names = set()
-    for init in (ImageFolderGenerator.__init__, Generator.__init__):
-        names |= {name for name, p in inspect.signature(init).parameters.items()
-                  if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
-    keras_names = set(inspect.signature(image_dataset_from_directory).parameters)
-    return frozenset(names - keras_names - {"self", "num_samples"})
+    keras_functions.check_options("image_dataset_from_directory", options, _OPTIONS,
+                                  "kg.ImageFolderGenerator's")
 
 
 def _returned(gen, format, unbatched):
     """What Keras returns for `format`, made from `gen`, with Keras's attributes."""
-    if format == "kerasgen":
-        return gen
-    if format == "tf":
-        from kerasgen.adapter import tfdata as _tfdata
-
-        dataset = _tfdata.pass_dataset(gen, unbatch=unbatched)
-    else:
-        from kerasgen.adapter import grain as _grain
-
-        dataset = _grain.epoch_dataset(gen, unbatch=unbatched)
-    dataset.class_names = gen.class_names
-    dataset.file_paths = list(gen.file_paths)
-    dataset.generator = gen
+    dataset = keras_functions.dataset_of(gen, format, unbatched)
+    if format != "kerasgen":
+        dataset.class_names = gen.class_names
+        dataset.file_paths = list(gen.file_paths)
     return dataset
-
-
-def _found(gen, total):
-    if gen.label_mode is None:
-        print(f"Found {total} files.")
-    else:
-        print(f"Found {total} files belonging to {len(gen.class_names)} classes.")
 
 
 def _data_format(data_format):
@@ -309,4 +255,11 @@ def channels_first(x: np.ndarray, y: np.ndarray | None,
 channels_first.deterministic = True  # type: ignore[attr-defined]  # a layout: validation's too
 
 
-_OPTIONS = _generator_arguments()
+def _generator_options():
+    from kerasgen.base import Generator
+
+    return keras_functions.generator_options(
+        image_dataset_from_directory, (ImageFolderGenerator.__init__, Generator.__init__))
+
+
+_OPTIONS = _generator_options()

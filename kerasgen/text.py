@@ -8,8 +8,6 @@ why, is in docs/text.md.
 
 from __future__ import annotations
 
-import inspect
-import numbers
 import os
 from collections.abc import Sequence
 from typing import Any, Literal, NamedTuple, overload
@@ -19,6 +17,7 @@ import numpy as np
 from kerasgen import _checks, _redact
 from kerasgen._typing import DatasetFormat, FolderLabels, StrPath, Subset
 from kerasgen.base import Generator
+from kerasgen.builders import keras_functions
 from kerasgen.builders.common import TRAINING_ONLY
 from kerasgen.builders.folder_labels import given_labels, list_labels, value_labels
 from kerasgen.sources import _listing as listing
@@ -281,65 +280,33 @@ def _check_keras_arguments(labels, class_names, label_mode, format, validation_s
     if format not in FORMATS:
         _checks.fail("format", "'tf' (a tf.data.Dataset), 'grain' (a grain.IterDataset) "
                      "or 'kerasgen' (the kg.Generator)", format)
-    # typeshed's numbers.Real has no __gt__, which `0 < validation_split` falls back on
-    if validation_split and not (isinstance(validation_split, numbers.Real)
-                                 and 0 < validation_split < 1):  # type: ignore[operator]
-        _checks.fail("validation_split", "a fraction between 0 and 1 (exclusive), or "
-                     "None", validation_split)
-    if (validation_split or subset) and not (validation_split and subset):
-        raise ValueError("If `subset` is set, `validation_split` must be set, and "
-                         f"inversely. Received: validation_split={validation_split!r}, "
-                         f"subset={subset!r}.")
-    if subset not in ("training", "validation", "both", None):
-        _checks.fail("subset", "'training', 'validation', 'both' or None", subset)
-    if validation_split and shuffle and seed is None:
-        raise ValueError(
-            "`seed` must be given with `validation_split` and shuffle=True, so that "
-            "the training and validation subsets do not overlap. Received: seed=None.")
+    keras_functions.check_split(validation_split, subset, shuffle, seed)
 
 
 def _check_options(options):
     """Options beyond Keras's signature must be kg.Generator's own arguments."""
-    unknown = {name: value for name, value in options.items() if name not in _OPTIONS}
-    if unknown:
-        import difflib
-
-        hints = [f"`{name}`: did you mean `{close[0]}`?" for name in unknown
-                 for close in [difflib.get_close_matches(name, sorted(_OPTIONS), n=1)]
-                 if close]
-        raise TypeError(" ".join(
-            [f"text_dataset_from_directory() got unexpected keyword argument"
-             f"{'s' if len(unknown) > 1 else ''} {', '.join(map(repr, unknown))}. Beyond "
-             "Keras's arguments it takes kg.Generator's: "
-             f"{', '.join(sorted(_OPTIONS))}."] + hints))
+    keras_functions.check_options("text_dataset_from_directory", options, _OPTIONS,
+                                  "kg.Generator's")
 
 
-def _generator_arguments():
+def _generator_options():
     """The keyword arguments of kg.Generator a folder of texts takes beyond Keras's."""
-    names = {name for name, p in inspect.signature(Generator.__init__).parameters.items()
-             if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
-    keras_names = set(inspect.signature(text_dataset_from_directory).parameters)
-    not_here = {"self", "num_samples", "source", "mask_format", "features",
-                "sample_weight"}  # the folder gives the samples; weights come per class
-    return frozenset((names | {"storage_options"}) - keras_names - not_here)
+    return keras_functions.generator_options(
+        text_dataset_from_directory, (Generator.__init__,),
+        # the folder gives the samples; weights come per class
+        leave_out=("source", "mask_format", "features", "sample_weight")
+    ) | {"storage_options"}
 
 
 def _returned(gen, format, unbatched):
     """What Keras returns for `format`, made from `gen`, with Keras's attributes."""
+    dataset = keras_functions.dataset_of(gen, format, unbatched)
     if format == "kerasgen":
-        return gen
-    if format == "tf":
-        from kerasgen.adapter import tfdata as _tfdata
-
-        dataset = _tfdata.pass_dataset(gen, unbatch=unbatched)
-    else:
-        from kerasgen.adapter import grain as _grain
-
-        dataset = _grain.epoch_dataset(gen, unbatch=unbatched)
-        if not unbatched:
-            dataset = dataset.map(keras_string_batch)
+        return dataset
+    if format == "grain" and not unbatched:
+        dataset = dataset.map(keras_string_batch)
+        dataset.generator = gen
     dataset.class_names = gen.class_names if gen.label_mode is not None else None
-    dataset.generator = gen
     return dataset
 
 
@@ -362,4 +329,4 @@ def _strings(texts: np.ndarray) -> Any:
     return tuple(texts.tolist())
 
 
-_OPTIONS = _generator_arguments()
+_OPTIONS = _generator_options()

@@ -20,13 +20,13 @@ import numpy.typing as npt
 
 from kerasgen import _checks
 from kerasgen.base import Generator
-from kerasgen.builders import array_checks
+from kerasgen.builders import array_checks, keras_functions
 from kerasgen.builders.common import check_common
 from kerasgen.sources._windows import Windows, WindowSource
 
 __all__ = ["TimeseriesGenerator", "timeseries_dataset_from_array"]
 
-LABEL_MODES = ("raw", "int", "categorical", "binary", None)
+LABEL_MODES = ("int", "categorical", "binary", "raw", None)
 FORMATS = ("tf", "grain", "kerasgen")
 
 
@@ -103,7 +103,7 @@ class TimeseriesGenerator(Generator):
                  sampling_rate: int = 1, stride: int = 1, start_index: int = 0,
                  end_index: int | None = None, shuffle: bool = False, reverse: bool = False,
                  batch_size: int = 128, *,
-                 label_mode: Literal["raw", "int", "categorical", "binary"] | None = "raw",
+                 label_mode: Literal["int", "categorical", "binary", "raw"] | None = "raw",
                  **common: Any) -> None:
         check_common(self, common)
         series = _series(data)
@@ -227,18 +227,7 @@ def timeseries_dataset_from_array(
     size = (1 if format == "grain" else 32) if batch_size is None else batch_size
     source = _window_source(series, target_array, windows, options)
     gen = Generator(source=source, shuffle=shuffle, seed=seed, batch_size=size, **options)
-    if format == "kerasgen":
-        return gen
-    if format == "tf":
-        from kerasgen.adapter import tfdata as _tfdata
-
-        dataset = _tfdata.pass_dataset(gen, unbatch=unbatched)
-    else:
-        from kerasgen.adapter import grain as _grain
-
-        dataset = _grain.epoch_dataset(gen, unbatch=unbatched)
-    dataset.generator = gen
-    return dataset
+    return keras_functions.dataset_of(gen, format, unbatched)
 
 
 def _check_keras_arguments(size, start_index, end_index, sampling_rate, sequence_stride,

@@ -26,6 +26,11 @@ BACKEND_SUITE = {
     "test_worker_matrix.py": "worker threads and processes under every fit and adapter mode",
     "test_notebook.py": "worker processes in a real Jupyter kernel",
     "test_remote.py": "remote folders and CSV files (fsspec memory://), trained through fit",
+    "test_audio.py": "audio folders trained through fit (generator and tf.data), Keras's own "
+                     "tests, no TensorFlow on JAX",
+    "test_map_and_strings.py": "tf.data's map and string batches, trained through fit",
+    "test_text.py": "text folders trained through fit (map_batch on any backend); Keras's own "
+                    "tests of text_dataset_from_directory",
     "test_timeseries.py": "windows of a series trained through fit; Keras's function's formats",
 }
 TENSORFLOW_ONLY = {

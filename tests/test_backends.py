@@ -294,7 +294,9 @@ def test_worker_processes_are_not_forks_of_the_training_process(tmp_path, backen
     assert "os.fork()" not in stderr, stderr[-3000:]
 
 
-WITHOUT_TENSORFLOW = """
+# The start of a script run as if TensorFlow were not installed (`run_python`); other test
+# files' scripts begin with it too.
+NO_TENSORFLOW = """
     import json, os, sys
 
     class NoTensorFlow:  # as if TensorFlow were not installed
@@ -303,6 +305,8 @@ WITHOUT_TENSORFLOW = """
                 raise ModuleNotFoundError(f"No module named {name!r}", name=name)
 
     sys.meta_path.insert(0, NoTensorFlow())
+"""
+WITHOUT_TENSORFLOW = NO_TENSORFLOW + """
     import keras
     import numpy as np
     import kerasgen as kg

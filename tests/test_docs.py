@@ -120,6 +120,7 @@ PAGES = [p for p in ALL_PAGES if python_blocks(p.read_text(encoding="utf-8"))]
 CHECKED_PAGES = [
     "README.md",
     "docs/array-generator.md",
+    "docs/audio.md",
     "docs/augmentation.md",
     "docs/csv-generator.md",
     "docs/custom-datasets.md",
@@ -134,6 +135,7 @@ CHECKED_PAGES = [
     "docs/migrating.md",
     "docs/observability.md",
     "docs/targets.md",
+    "docs/text.md",
     "docs/timeseries.md",
     "docs/performance.md",  # its tune_malloc() answer is True on Linux with glibc (CI's)
 ]

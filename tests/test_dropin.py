@@ -561,6 +561,8 @@ PUBLIC_MODULES = {
     "arrayrecord": "kg.ArrayRecordGenerator", "webdataset": "kg.WebDatasetGenerator",
     "stream": "kg.StreamGenerator", "detection": "kg.DetectionGenerator",
     "timeseries": "kg.TimeseriesGenerator and kg.timeseries_dataset_from_array",
+    "text": "kg.text_dataset_from_directory",
+    "audio": "kg.AudioFolderGenerator and kg.audio_dataset_from_directory",
     "cli": "the kerasgen command", "loader": "the loader stage (docs/architecture.md)",
 }
 
@@ -619,7 +621,8 @@ LAYERS = [
     ("pipeline", {"pipeline/", "_keras_compat"}),
     ("adapter", {"adapter/", "base"}),
     ("generators", {"builders/", "generators", "sql", "tfrecord", "arrayrecord",
-                    "webdataset", "stream", "image_dataset", "detection", "timeseries"}),
+                    "webdataset", "stream", "image_dataset", "detection", "timeseries",
+                    "text", "audio"}),
     ("around", {"callbacks", "inspection", "cli", "viz", "gpu", "rebalance", "_preload",
                 "__init__", "__main__"}),
 ]

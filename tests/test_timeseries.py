@@ -14,8 +14,8 @@ import pytest
 
 import kerasgen as kg
 
-from .test_backends import (FIRST_EPOCH, batches_of_epochs, fit_recorder, jax_installed,
-                            run_python)
+from .test_backends import (FIRST_EPOCH, NO_TENSORFLOW, batches_of_epochs, fit_recorder,
+                            jax_installed, run_python)
 
 
 def series(steps=200, features=3):
@@ -293,31 +293,23 @@ def test_function_errors_name_the_argument(kwargs, message):
 
 # --- without TensorFlow ---------------------------------------------------------------
 
-WITHOUT_TENSORFLOW = """
-import json, sys
+WITHOUT_TENSORFLOW = NO_TENSORFLOW + """
+    import keras
+    import numpy as np
+    import kerasgen as kg
 
-class NoTensorFlow:  # as if TensorFlow were not installed
-    def find_spec(self, name, path=None, target=None):
-        if name == "tensorflow" or name.startswith("tensorflow."):
-            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
-
-sys.meta_path.insert(0, NoTensorFlow())
-import keras
-import numpy as np
-import kerasgen as kg
-
-wave = np.sin(np.arange(1200) / 8.0).astype("float32")
-gen = kg.TimeseriesGenerator(wave[:, None], wave, length=16, shuffle=True, seed=0,
-                             batch_size=32, workers=2)
-model = keras.Sequential([keras.Input((16, 1)), keras.layers.Flatten(),
-                          keras.layers.Dense(1)])
-model.compile(keras.optimizers.Adam(0.02), "mse")
-losses = model.fit(gen, epochs=3, verbose=0).history["loss"]
-grain_batches = list(kg.timeseries_dataset_from_array(
-    wave[:-1], wave[1:], sequence_length=16, batch_size=64, format="grain"))
-print(json.dumps({"backend": keras.backend.backend(), "losses": losses,
-                  "grain": [len(b[0]) for b in grain_batches],
-                  "tensorflow_loaded": "tensorflow" in sys.modules}))
+    wave = np.sin(np.arange(1200) / 8.0).astype("float32")
+    gen = kg.TimeseriesGenerator(wave[:, None], wave, length=16, shuffle=True, seed=0,
+                                 batch_size=32, workers=2)
+    model = keras.Sequential([keras.Input((16, 1)), keras.layers.Flatten(),
+                              keras.layers.Dense(1)])
+    model.compile(keras.optimizers.Adam(0.02), "mse")
+    losses = model.fit(gen, epochs=3, verbose=0).history["loss"]
+    grain_batches = list(kg.timeseries_dataset_from_array(
+        wave[:-1], wave[1:], sequence_length=16, batch_size=64, format="grain"))
+    print(json.dumps({"backend": keras.backend.backend(), "losses": losses,
+                      "grain": [len(b[0]) for b in grain_batches],
+                      "tensorflow_loaded": "tensorflow" in sys.modules}))
 """
 
 

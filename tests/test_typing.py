@@ -26,9 +26,9 @@ ROOT = PACKAGE.parent
 
 # The public modules (tests/test_dropin.py: PUBLIC_MODULES), less `cli`: the command line,
 # whose API is its arguments. `arrays.malloc` defines kg.tune_malloc and kg.leave_malloc.
-MODULES = ("arrayrecord", "augment", "base", "callbacks", "generators", "gpu", "image_dataset",
-           "inspection", "loader", "rebalance", "samplers", "sources", "sql", "stream", "tfrecord",
-           "timeseries", "viz", "webdataset")
+MODULES = ("arrayrecord", "audio", "augment", "base", "callbacks", "generators", "gpu",
+           "image_dataset", "inspection", "loader", "rebalance", "samplers", "sources", "sql",
+           "stream", "text", "tfrecord", "timeseries", "viz", "webdataset")
 # Methods checked besides the public names: what a user calls through an operator.
 DUNDERS = ("__init__", "__call__", "__len__", "__getitem__")
 # base.py's hints come with the rewrite of Generator (branch i15-base): remove this
@@ -202,6 +202,18 @@ def test_string_options_are_exactly_the_values_the_code_accepts():
     assert values(hints["label_mode"]) == timeseries.LABEL_MODES
     hints = typing.get_type_hints(timeseries.timeseries_dataset_from_array)
     assert values(hints["format"]) == timeseries.FORMATS
+    from kerasgen import text
+
+    hints = typing.get_type_hints(text.text_dataset_from_directory)
+    assert values(hints["label_mode"]) == text.LABEL_MODES
+    assert values(hints["format"]) == text.FORMATS
+    from kerasgen import audio
+
+    hints = typing.get_type_hints(audio.AudioFolderGenerator.__init__)
+    assert values(hints["label_mode"]) == audio.LABEL_MODES
+    hints = typing.get_type_hints(audio.audio_dataset_from_directory)
+    assert values(hints["label_mode"]) == audio.KERAS_LABEL_MODES
+    assert values(hints["format"]) == audio.FORMATS
 
 
 def test_py_typed_is_in_the_package_and_in_setup_package_data():

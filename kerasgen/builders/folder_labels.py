@@ -10,7 +10,7 @@ import numpy as np
 from kerasgen import _checks
 
 
-def given_labels(labels, class_names, mask_dir):
+def given_labels(labels, class_names, mask_dir=None, what="image file"):
     """The list of labels given as `labels=` (None for "inferred" or None), checked as
     Keras checks it."""
     if isinstance(labels, str) and labels == "inferred" or labels is None:
@@ -20,7 +20,7 @@ def given_labels(labels, class_names, mask_dir):
     if not isinstance(labels, (list, tuple)):
         raise ValueError(
             "`labels` must be 'inferred' (labels from the subfolder names), None (no "
-            "labels) or a list/tuple of labels, one per image file. Received: "
+            f"labels) or a list/tuple of labels, one per {what}. Received: "
             f"labels={labels!r}"
         )
     if class_names is not None:

@@ -292,7 +292,7 @@ def read_file(path, root=None, what="image file", max_bytes=None):
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
             raise ValueError(f"Cannot read {what} {path}: it is {file_kind(info.st_mode)}, "
-                             "not a regular file; only regular files are read as images.")
+                             "not a regular file; only regular files are read.")
         size = info.st_size if max_bytes is None else min(info.st_size, max_bytes)
         data = np.empty(size, dtype=np.uint8)
         # numpy's stubs give an array the buffer protocol only from Python 3.12
