@@ -132,3 +132,18 @@ def test_csv_errors(pics, tmp_path):
         kg.CSVGenerator(blank)
     with pytest.raises(TypeError, match="`csv` must be a path"):
         kg.CSVGenerator(42)
+
+
+@pytest.mark.parametrize("magic,what,read", [
+    (b"PAR1", "a Parquet file", "pandas.read_parquet"),
+    (b"ARROW1\x00\x00", r"an Arrow IPC \(Feather v2\) file", r"pyarrow.ipc.open_file"),
+    (b"FEA1", "a Feather v1 file", "pandas.read_feather"),
+])
+def test_a_binary_table_is_named_not_called_bad_text(tmp_path, magic, what, read):
+    """A Parquet or Arrow file given as the CSV list is named for what it is, with the
+    DataFrame to pass instead; never advice to change the text encoding."""
+    path = tmp_path / "rows.csv"
+    path.write_bytes(magic + bytes(range(200, 256)) * 4)
+    with pytest.raises(ValueError, match=rf"rows.csv is {what}, not CSV text.*{read}") as info:
+        kg.CSVGenerator(path)
+    assert "encoding" not in str(info.value)

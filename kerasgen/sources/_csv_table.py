@@ -157,6 +157,7 @@ def _read_csv(path, encoding, data=None):
     if data is None:
         with _checks.open_regular(path, "the CSV file") as f:  # a FIFO would block
             data = f.read()
+    _refuse_binary_table(path, data)
     try:  # a UTF-8 byte-order mark is not part of the first column's name
         text = data.decode("utf-8-sig" if codec == "utf-8" else encoding)
     except UnicodeDecodeError as error:
@@ -188,6 +189,24 @@ def _read_csv(path, encoding, data=None):
     header = [h.strip() for h in header]
     check_unique(header, f"The header of {path}")
     return header, rows, lines
+
+
+# the leading bytes of binary table files that a CSV list is sometimes given
+_BINARY_TABLES = ((b"PAR1", "a Parquet file", "pandas.read_parquet(path)"),
+                  (b"ARROW1", "an Arrow IPC (Feather v2) file",
+                   "pyarrow.ipc.open_file(path).read_pandas()"),
+                  (b"FEA1", "a Feather v1 file", "pandas.read_feather(path)"))
+
+
+def _refuse_binary_table(path, data):
+    """A Parquet or Arrow file read as CSV text: a ValueError saying what it is and how
+    to pass it (a DataFrame), not advice about text encodings."""
+    for magic, what, read in _BINARY_TABLES:
+        if bytes(data[:len(magic)]) == magic:
+            raise ValueError(
+                f"The CSV file {path} is {what}, not CSV text. Read it into a DataFrame "
+                f"and pass that: kg.CSVGenerator({read.replace('path', repr(str(path)))}, "
+                "x_col=..., y_col=...).")
 
 
 class _Reader:
