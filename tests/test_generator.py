@@ -1,6 +1,7 @@
 """ArrayGenerator and the kg.Generator base: inputs, augmentation hook, argument checks."""
 
 import numpy as np
+import keras
 import pytest
 
 import kerasgen as kg
@@ -365,3 +366,31 @@ def test_a_value_the_batch_dtype_would_change_is_refused_naming_the_sample():
             Values(values, dtype=dtype, batch_size=2, shuffle=False)[0]
     exact = Values([3, 2**24], dtype="float32", batch_size=2, shuffle=False)[0]
     assert exact.ravel().tolist() == [3.0, 2.0**24]
+
+
+def test_sparse_rows_are_batched_dense():
+    """A scipy.sparse matrix (imbalanced-learn's Keras example feeds one) is taken as x:
+    its rows made dense straight into each batch, converted, shuffled and sampled like
+    any array, and trained through fit."""
+    sparse = pytest.importorskip("scipy.sparse")
+    rng = np.random.default_rng(0)
+    dense = np.where(rng.random((60, 30)) < 0.1, rng.random((60, 30)), 0.0)
+    y = (dense[:, 0] > 0).astype(int)
+    matrix = sparse.csr_matrix(dense)
+    gen = kg.ArrayGenerator(sparse.coo_matrix(dense), y, batch_size=16, seed=3,
+                            label_mode="int")
+    rows = gen.epoch_plan()[:16]
+    x, labels = gen[0]
+    assert x.dtype == np.float32 and np.array_equal(x, dense[rows].astype("float32"))
+    assert np.array_equal(labels, y[rows])
+    smote = kg.ArrayGenerator(matrix, y, batch_size=16, seed=3, label_mode="int",
+                              sampler=kg.samplers.SMOTE(k_neighbors=2))
+    batches = [smote[b] for b in range(len(smote))]
+    counts = np.bincount(np.concatenate([b[1] for b in batches]))
+    assert counts[0] == counts[1]
+    model = keras.Sequential([keras.Input((30,)), keras.layers.Dense(2)])
+    model.compile("adam", keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    assert np.isfinite(model.fit(gen, epochs=2, verbose=0).history["loss"]).all()
+    huge = sparse.csr_matrix(np.where(np.arange(20)[:, None] == 7, 1e30, 0.0))
+    with pytest.raises(ValueError, match=r"`x\[7\]` holds 1e\+30|x\[7\] holds 1e\+30"):
+        kg.ArrayGenerator(huge, np.zeros(20), dtype="float16")

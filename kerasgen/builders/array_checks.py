@@ -10,6 +10,7 @@ import reprlib
 import numpy as np
 
 from kerasgen.arrays import batching
+from kerasgen.sources._arrays import is_sparse
 
 __all__ = ["check_convertible", "check_fits"]
 
@@ -43,20 +44,32 @@ def check_fits(array, name, dtype, rescale=None, chunk=1 << 20):
     none at all when x's dtype always fits (uint8 into float32, say)."""
     if batching.fits_always(array.dtype, dtype, rescale):
         return
+    if is_sparse(array):  # its stored values (a zero fits every dtype)
+        values = array.data
+        for start in range(0, len(values), chunk):
+            flat = batching.misfit(values[start:start + chunk], dtype, rescale)
+            if flat is not None:
+                row = int(np.searchsorted(array.indptr, start + flat, side="right")) - 1
+                _misfit(name, dtype, rescale, array.dtype, row, values[start + flat])
+        return
     rows = max(1, chunk // max(1, int(np.prod(array.shape[1:], dtype=np.int64))))
     for start in range(0, len(array), rows):
         part = array[start:start + rows]
         flat = batching.misfit(part, dtype, rescale)
         if flat is None:
             continue
-        row, value = start + flat // max(1, part[0].size), part.flat[flat]
-        raise ValueError(
-            f"`{name}` must hold values that dtype={dtype!r} can hold "
-            f"({batching.holds(dtype)}). Received: {name}[{row}] holds {value.item()!r} "
-            f"({name} of dtype {array.dtype}), which batches would turn into "
-            f"{batching.became(value, dtype, rescale)!r}. Scale, round or clip {name} "
-            "first, or pass a dtype that holds it (dtype='float32', or dtype=None to "
-            f"keep {name}'s own).")
+        _misfit(name, dtype, rescale, array.dtype, start + flat // max(1, part[0].size),
+                part.flat[flat])
+
+
+def _misfit(name, dtype, rescale, array_dtype, row, value):
+    raise ValueError(
+        f"`{name}` must hold values that dtype={dtype!r} can hold "
+        f"({batching.holds(dtype)}). Received: {name}[{row}] holds {value.item()!r} "
+        f"({name} of dtype {array_dtype}), which batches would turn into "
+        f"{batching.became(value, dtype, rescale)!r}. Scale, round or clip {name} "
+        "first, or pass a dtype that holds it (dtype='float32', or dtype=None to "
+        f"keep {name}'s own).")
 
 
 def _unconvertible(array, name, dtype, row, error):

@@ -88,8 +88,13 @@ class NeighborCache:
             self.models[c] = NearestNeighbors(n_neighbors=self.k[c] + 1).fit(points)
         return self.models[c]
 
-    def _points(self, indices: np.ndarray) -> np.ndarray:
-        return np.asarray(self.features[indices], dtype=np.float32).reshape(len(indices), -1)
+    def _points(self, indices: np.ndarray) -> Any:
+        """The feature rows of `indices`, flat float32 (a scipy.sparse matrix's rows stay
+        sparse: scikit-learn's neighbour search takes them so)."""
+        rows = self.features[indices]
+        if hasattr(rows, "tocsr"):
+            return rows.tocsr().astype(np.float32)
+        return np.asarray(rows, dtype=np.float32).reshape(len(indices), -1)
 
     def _compute(self, bases: np.ndarray) -> None:
         """Finds the neighbors of `bases` (none known yet), class by class; a sample is not

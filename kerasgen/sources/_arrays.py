@@ -15,21 +15,33 @@ from kerasgen.sources._batch_request import BatchRequest, load_each
 __all__ = ["ArraySource"]
 
 
+def is_sparse(value: Any) -> bool:
+    """Whether `value` is a scipy.sparse matrix or array (scipy is never imported here)."""
+    return type(value).__module__.startswith("scipy.sparse") and hasattr(value, "tocsr")
+
+
+def _array(value: Any) -> Any:
+    """An ndarray of `value`, or a scipy.sparse one as CSR (rows taken cheaply), kept
+    sparse: batches are its rows made dense."""
+    return value.tocsr() if is_sparse(value) else np.asarray(value)
+
+
 def as_arrays(value: Any, name: str) -> tuple[Any, int]:
-    """An ndarray, or a dict of ndarrays, with the number of samples they hold."""
+    """An ndarray (or a scipy.sparse matrix, as CSR), or a dict of them, with the number
+    of samples they hold."""
     if isinstance(value, dict):
         if not value:
             _checks.fail(name, "a non-empty dict of arrays", value)
-        arrays = {k: np.asarray(v) for k, v in value.items()}
-        lengths = {k: len(v) for k, v in arrays.items()}
+        arrays = {k: _array(v) for k, v in value.items()}
+        lengths = {k: v.shape[0] for k, v in arrays.items()}
         if len(set(lengths.values())) != 1:
             raise ValueError(f"Every array of `{name}` must hold the same number of "
                              f"samples. Received lengths {lengths}.")
         return arrays, next(iter(lengths.values()))
-    array = np.asarray(value)
+    array = _array(value)
     if array.ndim == 0:
         _checks.fail(name, "an array with one row per sample", value, TypeError)
-    return array, len(array)
+    return array, array.shape[0]
 
 
 class ArraySource:
@@ -65,9 +77,9 @@ class ArraySource:
 
     def load(self, index: int) -> Any:
         if isinstance(self.x, dict):
-            x = {k: v[index] for k, v in self.x.items()}
+            x = {k: _row(v, index) for k, v in self.x.items()}
         else:
-            x = self.x[index]
+            x = _row(self.x, index)
         return x if self.masks is None else (x, self.masks[index])
 
     def load_batch(self, request: BatchRequest) -> tuple[Any, Any]:
@@ -88,6 +100,8 @@ class ArraySource:
                                     request.buffers), masks
 
     def _take(self, array: np.ndarray, request: BatchRequest) -> np.ndarray:
+        if is_sparse(array):
+            return _dense_rows(array, request)
         indices, partners, lams = request.indices, request.partners, request.lams
         rows = None
         if array.dtype != object:
@@ -98,3 +112,21 @@ class ArraySource:
         synthetic = partners >= 0
         return batching.blend_rows(rows, np.take(array, partners[synthetic], axis=0),
                                    lams[synthetic], synthetic)
+
+
+def _row(array: Any, index: int) -> Any:
+    """Row `index` of `array`; of a sparse matrix, made dense."""
+    return array[index].toarray()[0] if is_sparse(array) else array[index]
+
+
+def _dense_rows(matrix: Any, request: BatchRequest) -> np.ndarray:
+    """The rows of `request` (SMOTE's blended with their partners) of a sparse matrix,
+    made dense straight into the batch's buffer."""
+    indices, partners, lams = request.indices, request.partners, request.lams
+    rows = request.buffers.empty((len(indices), matrix.shape[1]), matrix.dtype)
+    matrix[indices].toarray(out=rows)
+    if partners is None or lams is None:
+        return rows
+    synthetic = partners >= 0
+    return batching.blend_rows(rows, matrix[partners[synthetic]].toarray(),
+                               lams[synthetic], synthetic)
