@@ -75,6 +75,9 @@ import sys
 import threading
 import weakref
 from types import FrameType
+
+import numpy as np
+
 from kerasgen import _redact
 
 _ADAPTER_FILE = "py_dataset_adapter.py"
@@ -359,36 +362,34 @@ def in_probe():
 _PROBES = ("get_tf_dataset", "_symbolic_build")
 
 
-def _strings_in(batch, where="x"):
-    """(where, dtype) of the first array of `batch` (a tuple, list or dict of arrays)
-    holding strings, or None."""
-    if isinstance(batch, (tuple, list)):
-        names = ("x", "y", "sample_weight") if where == "x" else ()
-        for k, part in enumerate(batch):
-            found = _strings_in(part, names[k] if k < len(names) else f"{where}[{k}]")
-            if found:
-                return found
-        return None
-    if isinstance(batch, dict):
-        for key, part in batch.items():
-            found = _strings_in(part, f"{where}[{key!r}]")
-            if found:
-                return found
-        return None
-    dtype = getattr(batch, "dtype", None)
-    if dtype is None or dtype.kind not in "USO":
-        return None
-    if dtype.kind == "O" and not (batch.size and isinstance(batch.flat[0], (str, bytes))):
-        return None
-    return where, dtype
+def _strings_in(batch):
+    """(name, dtype) of the first array of `batch` (x, y, sample_weight; dicts and tuples
+    of arrays within, named as `batching.names_of` names them) holding strings, or None.
+    Only NumPy arrays are looked at: a tensor a `batch_augment` returned is the
+    backend's to carry."""
+    from kerasgen.arrays import batching
+
+    leaves = batching.leaves_of(batch)
+    for name, leaf in zip(batching.names_of(batch), leaves):
+        dtype = getattr(leaf, "dtype", None)
+        if not isinstance(dtype, np.dtype) or dtype.kind not in "USO":
+            continue
+        if dtype.kind == "O" and not any(isinstance(v, (str, bytes))
+                                         for v in leaf.flat[:64]):
+            continue
+        return name, dtype
+    return None
 
 
 def refuse_strings(batch, gen):
-    """Raises a TypeError saying what works when Keras's PyDataset adapter is about to
-    read a batch holding strings (it carries numbers only, and fails with "Invalid dtype:
-    str..." on every backend); does nothing outside Keras's first look at a batch."""
+    """Raises a TypeError saying what works when Keras is about to read a batch holding
+    strings (its PyDataset adapter carries numbers only, and fails with "Invalid dtype:
+    str..." on every backend): at its first look at a batch, or inside `fit`, `evaluate`
+    or `predict` (the JAX and torch trainers look only while the model is unbuilt).
+    Outside Keras the batch is served as it is."""
     found = _strings_in(batch)
-    if found is None or not in_probe():
+    if found is None or not (in_probe() or any(_keras_frame(name) is not None for name in (
+            "fit", "evaluate", "predict"))):
         return
     where, dtype = found
     raise TypeError(

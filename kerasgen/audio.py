@@ -220,10 +220,8 @@ def audio_dataset_from_directory(
     """
     _check_keras_arguments(labels, label_mode, class_names, ragged, output_sequence_length,
                            sampling_rate, validation_split, subset, shuffle, seed, format)
-    if format == "kerasgen" and batch_size is None:
-        _checks.fail("batch_size", "a positive integer with format='kerasgen' (a "
-                     "generator yields batches)", batch_size,
-                     hint="Use format='tf' for single samples")
+    keras_functions.check_unbatched(batch_size, format, options, "waveforms",
+                                    grain=False)
     if format == "kerasgen" and ragged:
         _checks.fail("ragged", "False with format='kerasgen' (a generator's batches are "
                      "arrays, padded)", ragged, hint="Use format='tf' for ragged batches")
@@ -246,7 +244,7 @@ def audio_dataset_from_directory(
             directory, validation_split=validation_split, seed=seed, **options)
         _check_binary(train)
         if verbose:
-            keras_functions.found(train, train.source.files_found)
+            keras_functions.found(train.source.files_found, keras_functions.classes_of(train))
             print(f"Using {train.num_samples} files for training.")
             print(f"Using {validation.num_samples} files for validation.")
         return _returned(train, *form), _returned(validation, *form)
@@ -254,7 +252,7 @@ def audio_dataset_from_directory(
                                subset=subset, seed=seed, **options)
     _check_binary(gen)
     if verbose:
-        keras_functions.found(gen, gen.source.files_found)
+        keras_functions.found(gen.source.files_found, keras_functions.classes_of(gen))
         if subset is not None:
             print(f"Using {gen.num_samples} files for {subset}.")
     return _returned(gen, *form)

@@ -92,7 +92,9 @@ def map_batch(fn: Any) -> MapBatch:
     """tf.data's `dataset.map(fn)` for a kerasgen generator: `fn(x, y) -> (x, y)` reshapes
     every batch for the model (`y` into a dict of outputs, one target column of several,
     strings into token ids...). Pass it as `batch_augment=` (alone, or in a list after
-    the random steps). Batches without targets call `fn(x) -> x`.
+    the random steps). Batches without targets call `fn(x)`, which returns x, or the
+    pair (x, y) to make the targets, as Keras reads a tf.data element (a window split
+    into inputs and labels, say).
 
     A map draws nothing, so it is a preprocessing: `split()`'s validation generator keeps
     it, and it is the same with any number of workers.
@@ -118,7 +120,10 @@ class MapBatch:
 
     def __call__(self, x: Any, y: Any, rng: np.random.Generator) -> tuple[Any, Any]:
         if y is None:
-            return self.fn(x), None
+            mapped = self.fn(x)
+            if isinstance(mapped, tuple) and len(mapped) == 2:
+                return mapped  # (inputs, targets), as Keras reads a 2-tuple element
+            return mapped, None
         mapped = self.fn(x, y)
         if not isinstance(mapped, tuple) or len(mapped) != 2:
             raise TypeError(

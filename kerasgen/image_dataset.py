@@ -160,10 +160,7 @@ def image_dataset_from_directory(
           docs/image-folder-generator.md).
     """
     _check_keras_arguments(label_mode, format, validation_split, subset, shuffle, seed)
-    if format == "kerasgen" and batch_size is None:
-        _checks.fail("batch_size", "a positive integer with format='kerasgen' (a "
-                     "generator yields batches)", batch_size,
-                     hint="Use format='tf' or 'grain' for single samples")
+    keras_functions.check_unbatched(batch_size, format, options, "images")
     _check_options(options)
     if labels is None or label_mode is None:
         labels, label_mode = None, None
@@ -187,14 +184,15 @@ def image_dataset_from_directory(
         train, validation = ImageFolderGenerator.split(
             directory, validation_split=validation_split, seed=seed, **options)
         if verbose:
-            keras_functions.found(train, train.num_samples + validation.num_samples)
+            keras_functions.found(train.num_samples + validation.num_samples,
+                                  keras_functions.classes_of(train))
             print(f"Using {train.num_samples} files for training.")
             print(f"Using {validation.num_samples} files for validation.")
         return _returned(train, format, unbatched), _returned(validation, format, unbatched)
     gen = ImageFolderGenerator(directory, validation_split=validation_split or None,
                                subset=subset, seed=seed, **options)
     if verbose:
-        keras_functions.found(gen, gen.source.files_found)
+        keras_functions.found(gen.source.files_found, keras_functions.classes_of(gen))
         if subset is not None:
             print(f"Using {gen.num_samples} files for {subset}.")
     return _returned(gen, format, unbatched)

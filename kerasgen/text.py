@@ -18,7 +18,7 @@ from kerasgen import _checks, _redact
 from kerasgen._typing import DatasetFormat, FolderLabels, StrPath, Subset
 from kerasgen.base import Generator
 from kerasgen.builders import keras_functions
-from kerasgen.builders.common import TRAINING_ONLY
+from kerasgen.builders.common import validation_options
 from kerasgen.builders.folder_labels import given_labels, list_labels, value_labels
 from kerasgen.sources import _listing as listing
 from kerasgen.sources._text import TextSource
@@ -29,7 +29,7 @@ __all__ = ["text_dataset_from_directory"]
 
 LABEL_MODES = ("int", "categorical", "binary", None)
 FORMATS = ("tf", "grain", "kerasgen")
-TEXT_FILES = listing.FileKind("text files", "text file", (".txt",))
+TEXT_FILES = listing.FileKind("text files", "a text file", (".txt",))
 
 
 @overload
@@ -146,10 +146,7 @@ def text_dataset_from_directory(
                            subset, shuffle, seed)
     if max_length is not None:
         _checks.positive_int("max_length", max_length)
-    if format == "kerasgen" and batch_size is None:
-        _checks.fail("batch_size", "a positive integer with format='kerasgen' (a "
-                     "generator yields batches)", batch_size,
-                     hint="Use format='tf' or 'grain' for single samples")
+    keras_functions.check_unbatched(batch_size, format, options, "texts")
     _check_options(options)
     if labels is None or label_mode is None:
         labels, label_mode = None, None
@@ -159,11 +156,8 @@ def text_dataset_from_directory(
     found = _listed(directory, labels, class_names, label_mode, follow_links, store,
                     options.get("num_classes"))
     if verbose:
-        if found.label_mode is None:
-            print(f"Found {len(found.paths)} files.")
-        else:
-            print(f"Found {len(found.paths)} files belonging to "
-                  f"{len(found.class_names or ())} classes.")
+        keras_functions.found(len(found.paths), None if found.label_mode is None
+                              else found.class_names)
     if found.label_mode == "binary" and len(found.class_names) != 2:
         _checks.fail("class_names", "exactly 2 classes with label_mode='binary'",
                      found.class_names, hint="Use label_mode='int' or 'categorical' for "
@@ -180,7 +174,7 @@ def text_dataset_from_directory(
             print(f"Using {len(train.paths)} files for training.")
             print(f"Using {len(validation.paths)} files for validation.")
         return (_returned(_generator(train, shuffle, seed, made, options), format, unbatched),
-                _returned(_generator(validation, False, seed, made, _validation(options)),
+                _returned(_generator(validation, False, seed, made, validation_options(options)),
                           format, unbatched))
     if subset is not None:
         found = _split(found, validation_split, subset, seed)
@@ -246,19 +240,6 @@ def _generator(found, shuffle, seed, made, options):
     options = {"dtype": None, **options}
     return Generator(source=source, label_mode=found.label_mode, shuffle=shuffle, seed=seed,
                      batch_size=made["batch_size"], **options)
-
-
-def _validation(options):
-    """`options` of subset="both"'s validation generator: no training-only option, but
-    a deterministic step (a `map_batch`) kept."""
-    from kerasgen import augment as augment_mod
-
-    kept = {k: v for k, v in options.items() if k not in TRAINING_ONLY}
-    for name in ("augment", "batch_augment"):
-        step = augment_mod.deterministic_part(options.get(name))
-        if step is not None:
-            kept[name] = step
-    return kept
 
 
 def _check_keras_arguments(labels, class_names, label_mode, format, validation_split,

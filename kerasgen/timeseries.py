@@ -139,9 +139,19 @@ class TimeseriesGenerator(Generator):
         source = _window_source(series, target_array, windows, common)
         super().__init__(source=source, batch_size=batch_size, shuffle=shuffle,
                          label_mode=label_mode, **common)
-        self.data, self.targets, self.length = data, targets, length
-        self.sampling_rate, self.stride, self.reverse = sampling_rate, stride, bool(reverse)
+        self.length, self.sampling_rate, self.stride = length, sampling_rate, stride
+        self.reverse = bool(reverse)
         self.start_index, self.end_index = start_index + length, end_index
+
+    @property
+    def data(self) -> np.ndarray:
+        """The series (as an array; the one the windows are views of)."""
+        return self.source.series
+
+    @property
+    def targets(self) -> np.ndarray | None:
+        """The targets, one per step (as an array), or None."""
+        return self.source.targets
 
     @property
     def windows(self) -> Windows:
@@ -194,10 +204,7 @@ def timeseries_dataset_from_array(
     _check_keras_arguments(len(series), start_index, end_index, sampling_rate,
                            sequence_stride, format)
     sequence_length = _whole(sequence_length, "sequence_length")
-    if format == "kerasgen" and batch_size is None:
-        _checks.fail("batch_size", "a positive integer with format='kerasgen' (a generator "
-                     "yields batches)", batch_size,
-                     hint="Use format='tf' or 'grain' for single windows")
+    keras_functions.check_unbatched(batch_size, format, options, "windows")
     first = start_index or 0
     end = len(series) if end_index is None else end_index
     room = end - first - (sequence_length - 1) * sampling_rate  # Keras's num_seqs
@@ -211,7 +218,8 @@ def timeseries_dataset_from_array(
             f"end_index={end_index}, for data of length {len(series)}.")
     if target_array is not None:
         room = min(room, len(target_array))  # as Keras: targets may end the windows
-        if first + (room - 1) // sequence_stride * sequence_stride >= len(target_array):
+        if room < 1 or (
+                first + (room - 1) // sequence_stride * sequence_stride >= len(target_array)):
             raise ValueError(
                 "`targets` must hold the target of every window: window i takes "
                 "targets[start_index + i * sequence_stride]. Received: targets of length "

@@ -119,3 +119,52 @@ def test_the_named_paths_train():
                                                    steps_per_epoch=len(strings), epochs=2,
                                                    verbose=0, shuffle=False)
         assert np.isfinite(history.history["loss"]).all()
+
+
+def test_map_batch_may_return_backend_tensors():
+    """A map that returns the backend's tensors (a vectorizer's output, say) is served
+    and trained on as it is: the string check looks at NumPy arrays only."""
+    x = np.random.default_rng(0).standard_normal((32, 3)).astype("float32")
+    gen = kg.ArrayGenerator(x, x[:, 0], batch_size=8, batch_augment=kg.augment.map_batch(
+        lambda x, y: (keras.ops.convert_to_tensor(x), y)))
+    assert keras.ops.is_tensor(gen[0][0])
+    model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(1)])
+    model.compile("sgd", "mse")
+    assert np.isfinite(model.fit(gen, epochs=1, verbose=0).history["loss"]).all()
+
+
+def test_map_batch_makes_targets_for_a_batch_without_them():
+    """tf.data's time-series tutorial: windows without targets, split by a map into
+    (inputs, labels), as Keras reads a 2-tuple element."""
+    series = np.sin(np.arange(400) / 10.0).astype("float32")[:, None]
+    split = kg.augment.map_batch(lambda w: (w[:, :-1], w[:, -1]))
+    gen = kg.timeseries_dataset_from_array(series, None, sequence_length=9, batch_size=32,
+                                           format="kerasgen", batch_augment=split)
+    inputs, labels = gen[0]
+    assert inputs.shape == (32, 8, 1) and labels.shape == (32, 1)
+    assert np.array_equal(labels, series[8:40])
+    model = keras.Sequential([keras.Input((8, 1)), keras.layers.Flatten(),
+                              keras.layers.Dense(1)])
+    model.compile(keras.optimizers.Adam(0.02), "mse")
+    history = model.fit(gen, epochs=2, verbose=0)
+    assert np.isfinite(history.history["loss"]).all()
+
+
+def test_strings_are_refused_in_every_fit_evaluate_and_predict():
+    """Also where Keras takes no first look (a model built already on JAX and torch),
+    and naming the array within a tuple of inputs."""
+    texts = kg.ArrayGenerator(np.array([["a", "b"]] * 16), np.zeros(16), dtype=None,
+                              batch_size=8, shuffle=False)
+    for method in ("fit", "evaluate", "predict"):
+        # a model built already (an exception inside JAX's fit leaves a model unusable:
+        # each call gets its own)
+        model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
+        model.compile("sgd", "mse")
+        model.fit(np.zeros((8, 2), "float32"), np.zeros(8, "float32"), verbose=0)
+        with pytest.raises(TypeError, match=r"x holds strings"):
+            getattr(model, method)(texts, verbose=0)
+    from kerasgen import _keras_compat
+
+    batch = ((np.zeros(3), np.array(["a"])), np.zeros(3))
+    assert _keras_compat._strings_in(batch)[0] == "x[1]"
+    assert _keras_compat._strings_in(np.array([1, "a"], dtype=object))[0] == "x"

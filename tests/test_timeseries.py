@@ -321,3 +321,36 @@ def test_trains_on_jax_without_tensorflow():
     assert result["backend"] == "jax" and not result["tensorflow_loaded"]
     assert result["losses"][-1] < result["losses"][0]
     assert sum(result["grain"]) == 1199 - 15 and result["grain"][0] == 64
+
+
+def test_a_sampler_and_processes_never_write_the_windows_out():
+    """With a sampler the generator (its order holds the feature space) still pickles as
+    the series: SMOTE and imbalanced-learn's samplers gather windows when asked."""
+    data = series(20_000, 8).astype("float32")
+    classes = (np.arange(20_000) % 7 == 0).astype(int)
+    for sampler in (kg.samplers.RandomOverSampler(seed=0), kg.samplers.SMOTE(seed=0)):
+        gen = kg.TimeseriesGenerator(data, classes, length=500, label_mode="int",
+                                     shuffle=True, seed=0, sampler=sampler)
+        assert len(pickle.dumps(gen)) < 1.5 * data.nbytes  # not 300 MB of windows
+        x, y = gen[0]
+        assert x.shape == (128, 500, 8) and set(np.unique(y)) <= {0, 1}
+
+
+def test_data_and_targets_are_kept_once():
+    """A list (or a DataFrame) is held as the one array the windows view, not beside
+    it."""
+    data = [[float(i)] for i in range(5000)]
+    gen = kg.TimeseriesGenerator(data, list(range(5000)), length=10)
+    assert gen.data is gen.source.series and gen.targets is gen.source.targets
+    assert len(pickle.dumps(gen)) < 2 * (gen.data.nbytes + gen.targets.nbytes)
+
+
+@pytest.mark.parametrize("kwargs,message", [
+    (dict(targets=np.array([])), r"`targets` must hold the target of every window"),
+    (dict(batch_size=None, drop_remainder=True), r"`drop_remainder` drops the last partial "
+                                                 r"batch.*batch_size=None"),
+])
+def test_function_refuses_what_would_lose_windows(kwargs, message):
+    kwargs = dict(dict(sequence_length=5, targets=None), **kwargs)
+    with pytest.raises(ValueError, match=message):
+        kg.timeseries_dataset_from_array(np.arange(50), **kwargs)

@@ -305,6 +305,17 @@ def names_of(batch, name=None):
     return (name,)
 
 
+def leaves_of(batch, top=True):
+    """The arrays of a batch, in the order `names_of` names them."""
+    if top and isinstance(batch, tuple):
+        return tuple(leaf for part in batch[:3] for leaf in leaves_of(part, False))
+    if isinstance(batch, dict):
+        return tuple(leaf for value in batch.values() for leaf in leaves_of(value, False))
+    if isinstance(batch, (tuple, list)):
+        return tuple(leaf for value in batch for leaf in leaves_of(value, False))
+    return (batch,)
+
+
 def convert(batch, dtype, rescale=None, buffers=None, where=None):
     """Casts (and rescales) a batch in one vectorised step per array (into an array of
     `buffers`, a BufferPool, when given). With `where` (a callable naming sample k), a

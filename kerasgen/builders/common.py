@@ -57,12 +57,7 @@ class Splits:
                      seed=seed, **kwargs)
         from kerasgen import augment as augment_mod
 
-        for name in TRAINING_ONLY:  # what draws goes; a preprocessing step stays
-            given = kwargs.pop(name, None)
-            kept = augment_mod.deterministic_part(given) if name in (
-                "augment", "batch_augment") else None
-            if kept is not None:
-                kwargs[name] = kept
+        kwargs = validation_options(kwargs)
         kwargs["shuffle"] = False
         trained, plain = train.sample_shape, sources.sample_shape_of(train.source)
         if trained is not None and plain is not None and trained != plain and len(
@@ -72,6 +67,20 @@ class Splits:
         validation = make(*args, validation_split=validation_split, subset="validation",
                           seed=seed, **kwargs)
         return train, validation
+
+
+def validation_options(options: dict[str, Any]) -> dict[str, Any]:
+    """A training generator's `options` for its validation generator: the training-only
+    ones left out (what draws goes), the deterministic steps of `augment` and
+    `batch_augment` (a preprocessing: a `map_batch`, a centre crop) kept."""
+    from kerasgen import augment as augment_mod
+
+    kept = {k: v for k, v in options.items() if k not in TRAINING_ONLY}
+    for name in ("augment", "batch_augment"):
+        step = augment_mod.deterministic_part(options.get(name))
+        if step is not None:
+            kept[name] = step
+    return kept
 
 
 def one_subset(gen: Any, subset: Any) -> None:

@@ -15,7 +15,10 @@ from typing import Any
 
 from kerasgen import _checks
 
-__all__ = ["check_options", "check_split", "dataset_of", "found", "generator_options"]
+OR_GRAIN = " or 'grain'"
+
+__all__ = ["check_options", "check_split", "check_unbatched", "classes_of", "dataset_of",
+           "found", "generator_options"]
 
 
 def check_split(validation_split: Any, subset: Any, shuffle: Any, seed: Any) -> None:
@@ -36,6 +39,23 @@ def check_split(validation_split: Any, subset: Any, shuffle: Any, seed: Any) -> 
         raise ValueError(
             "`seed` must be given with `validation_split` and shuffle=True, so that "
             "the training and validation subsets do not overlap. Received: seed=None.")
+
+
+def check_unbatched(batch_size: Any, format: str, options: dict[str, Any],
+                    samples: str = "samples", grain: bool = True) -> None:
+    """batch_size=None (single samples, cut from batches of the generator behind the
+    dataset): not with format="kerasgen" (a generator yields batches), nor with
+    `drop_remainder`, which would drop samples that no batch is made of."""
+    if format == "kerasgen" and batch_size is None:
+        _checks.fail("batch_size", "a positive integer with format='kerasgen' (a "
+                     "generator yields batches)", batch_size,
+                     hint=f"Use format='tf'{OR_GRAIN if grain else ''} for single {samples}")
+    if batch_size is None and options.get("drop_remainder"):
+        raise ValueError(
+            "`drop_remainder` drops the last partial batch, and with batch_size=None the "
+            "dataset yields single samples: the samples of that batch would be lost. "
+            "Received: batch_size=None, drop_remainder=True. Leave drop_remainder out, "
+            "or pass a batch_size.")
 
 
 def generator_options(function: Callable[..., Any], constructors: Iterable[Callable[..., Any]],
@@ -83,9 +103,15 @@ def dataset_of(gen: Any, format: str, unbatch: bool = False) -> Any:
     return dataset
 
 
-def found(gen: Any, total: int) -> None:
-    """Keras's line on what the listing found (`verbose=True`)."""
-    if gen.label_mode is None or gen.class_names is None:
+def classes_of(gen: Any) -> Any:
+    """The class names `found` counts for `gen`: None without labels."""
+    return None if gen.label_mode is None else gen.class_names
+
+
+def found(total: int, class_names: Any) -> None:
+    """Keras's line on what the listing found (`verbose=True`): `total` files, of
+    `class_names` (None: without classes)."""
+    if class_names is None:
         print(f"Found {total} files.")
     else:
-        print(f"Found {total} files belonging to {len(gen.class_names)} classes.")
+        print(f"Found {total} files belonging to {len(class_names)} classes.")

@@ -68,7 +68,7 @@ class ArraySource:
         return self.num_samples
 
     @property
-    def features(self) -> np.ndarray | None:
+    def features(self) -> Any:
         """x, the feature space SMOTE searches (None when x is a dict of arrays)."""
         return None if isinstance(self.x, dict) else self.x
 

@@ -27,7 +27,7 @@ __all__ = ["AUDIO", "AudioSource"]
 # Opus, MP3 (libsndfile 1.1+), AIFF, AU, CAF and Wave64
 AUDIO_EXTENSIONS = (".wav", ".flac", ".ogg", ".oga", ".opus", ".mp3", ".aiff", ".aif",
                     ".au", ".caf", ".w64")
-AUDIO = FileKind("audio files", "audio file", AUDIO_EXTENSIONS)
+AUDIO = FileKind("audio files", "an audio file", AUDIO_EXTENSIONS)
 SOUNDFILE_PIP = 'pip install "kerasgen3[audio]" (or pip install soundfile)'
 
 

@@ -22,7 +22,7 @@ from kerasgen.sources._csv_table import resolve_paths as resolve_paths
 
 class FileKind(NamedTuple):
     """The files a folder listing reads: their kind, in the plural ("images"), the one
-    word for each ("image"), and their name endings, lowercase."""
+    word for one, with its article ("an image"), and their name endings, lowercase."""
 
     plural: str
     single: str
@@ -32,7 +32,7 @@ class FileKind(NamedTuple):
         return name.lower().endswith(self.extensions)
 
 
-IMAGES = FileKind("images", "image", IMAGE_EXTENSIONS)
+IMAGES = FileKind("images", "an image", IMAGE_EXTENSIONS)
 
 
 class _Walk:
@@ -142,7 +142,7 @@ class _Walk:
             return []
         n = len(self.odd)
         shown = ", ".join(f"{path} ({why})" for path, why in self.odd[:5])
-        entries = (f"{n} entr{'ies' if n > 1 else 'y'} named like an {self.kind.single} "
+        entries = (f"{n} entr{'ies' if n > 1 else 'y'} named like {self.kind.single} "
                    f"but not a regular file: {shown}{' ...' if n > 5 else ''}. Only "
                    f"regular files (and links to them) are read as {self.kind.plural}")
         if on_error == "raise":

@@ -19,7 +19,7 @@ from kerasgen.arrays import batching
 from kerasgen.sources._arrays import ArraySource
 from kerasgen.sources._batch_request import BatchRequest
 
-__all__ = ["WindowSource", "Windows"]
+__all__ = ["WindowFeatures", "WindowSource", "Windows"]
 
 
 @dataclass(frozen=True)
@@ -77,6 +77,35 @@ class Windows:
         return targets[self.target_first:self.last_target + 1:self.stride]
 
 
+class WindowFeatures:
+    """The windows as a sampler's feature space (SMOTE's neighbour search, an
+    imbalanced-learn sampler's rows): rows gathered from the series when asked, never
+    all written out; pickled as the series and the geometry."""
+
+    def __init__(self, series: np.ndarray, windows: Windows) -> None:
+        self.series, self.windows = series, windows
+
+    def __len__(self) -> int:
+        return self.windows.count
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return (self.windows.count, self.windows.steps) + self.series.shape[1:]
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self.series.dtype
+
+    def __getitem__(self, indices: Any) -> np.ndarray:
+        rows = np.asarray(indices)
+        gathered = np.take(self.series, self.windows.step_indices(rows.reshape(-1)), axis=0)
+        return gathered[0] if rows.ndim == 0 else gathered
+
+
 class WindowSource(ArraySource):
     """Windows of one series as samples (see the module's docstring).
 
@@ -101,6 +130,12 @@ class WindowSource(ArraySource):
         self.series, self.targets, self.windows = series, targets, windows
         labels = None if targets is None else windows.target_view(targets)
         super().__init__(windows.view(series), labels, class_names=class_names)
+
+    @property
+    def features(self) -> WindowFeatures:
+        """The windows as a sampler's feature space, gathered when asked (the view itself
+        would be written out whole by a pickle or by `np.asarray`)."""
+        return WindowFeatures(self.series, self.windows)
 
     def describe(self, index: int) -> str:
         steps = self.windows.steps_of(index)
