@@ -29,6 +29,8 @@ EXTRAS = {
     # kg.audio_dataset_from_directory and kg.AudioFolderGenerator decode through soundfile
     # (libsndfile; its wheels bundle the library); sampling_rate resamples with scipy
     "audio": ["soundfile>=0.12", "scipy>=1.8"],
+    # kg.TableGenerator: Arrow tables, Arrow IPC/Feather files, Parquet row groups
+    "tables": ["pyarrow>=14"],
     # URLs as paths (docs/remote.md): fsspec, with S3, Google Cloud Storage and HTTP(S)
     "remote": ["fsspec>=2023.6", "s3fs>=2023.6", "gcsfs>=2023.6", "aiohttp>=3.8",
                "obstore>=0.6"],
@@ -44,7 +46,7 @@ EXTRAS["test"] = sorted(set(
     + EXTRAS["progress"] + EXTRAS["gpu"] + EXTRAS["imbalance"] + EXTRAS["tfrecord"]
     # the peers the tests compare with, and tools the tests use
     + EXTRAS["grain"] + EXTRAS["nvimgcodec"] + EXTRAS["remote"]
-    + EXTRAS["arrayrecord"] + EXTRAS["audio"]
+    + EXTRAS["arrayrecord"] + EXTRAS["audio"] + EXTRAS["tables"]
     # a real S3 endpoint (moto's server mode) started by the tests themselves
     + ["moto[server]>=5", "webdataset>=0.2"]  # and webdataset, to compare shards with
     + ["imbalanced-learn>=0.12", "pytest>=7", "pytest-timeout>=2",

@@ -32,6 +32,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see of the lazy names below (PE
     from kerasgen.inspection import inspect
     from kerasgen.sql import SQLFeatureGenerator, SQLGenerator, SQLImageGenerator
     from kerasgen.stream import StreamGenerator
+    from kerasgen.table import TableGenerator
     from kerasgen.text import text_dataset_from_directory
     from kerasgen.tfrecord import TFRecordGenerator
     from kerasgen.timeseries import TimeseriesGenerator, timeseries_dataset_from_array
@@ -53,6 +54,7 @@ __all__ = [
     "SQLImageGenerator",
     "StreamGenerator",
     "TFRecordGenerator",
+    "TableGenerator",
     "TimeseriesGenerator",
     "WebDatasetGenerator",
     "audio_dataset_from_directory",
@@ -86,6 +88,7 @@ _WHERE = {
     "SQLGenerator": "kerasgen.sql",
     "SQLImageGenerator": "kerasgen.sql",
     "StreamGenerator": "kerasgen.stream",
+    "TableGenerator": "kerasgen.table",
     "TFRecordGenerator": "kerasgen.tfrecord",
     "TimeseriesGenerator": "kerasgen.timeseries",
     "WebDatasetGenerator": "kerasgen.webdataset",

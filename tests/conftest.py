@@ -29,6 +29,8 @@ BACKEND_SUITE = {
     "test_audio.py": "audio folders trained through fit (generator and tf.data), Keras's own "
                      "tests, no TensorFlow on JAX",
     "test_map_and_strings.py": "tf.data's map and string batches, trained through fit",
+    "test_tables.py": "Arrow, Parquet, Feather and pandas tables trained through fit; worker "
+                      "threads and processes",
     "test_text.py": "text folders trained through fit (map_batch on any backend); Keras's own "
                     "tests of text_dataset_from_directory",
     "test_timeseries.py": "windows of a series trained through fit; Keras's function's formats",

@@ -134,6 +134,7 @@ CHECKED_PAGES = [
     "docs/remote.md",
     "docs/migrating.md",
     "docs/observability.md",
+    "docs/tables.md",
     "docs/targets.md",
     "docs/text.md",
     "docs/timeseries.md",

@@ -563,6 +563,7 @@ PUBLIC_MODULES = {
     "timeseries": "kg.TimeseriesGenerator and kg.timeseries_dataset_from_array",
     "text": "kg.text_dataset_from_directory",
     "audio": "kg.AudioFolderGenerator and kg.audio_dataset_from_directory",
+    "table": "kg.TableGenerator",
     "cli": "the kerasgen command", "loader": "the loader stage (docs/architecture.md)",
 }
 
@@ -622,7 +623,7 @@ LAYERS = [
     ("adapter", {"adapter/", "base"}),
     ("generators", {"builders/", "generators", "sql", "tfrecord", "arrayrecord",
                     "webdataset", "stream", "image_dataset", "detection", "timeseries",
-                    "text", "audio"}),
+                    "text", "audio", "table"}),
     ("around", {"callbacks", "inspection", "cli", "viz", "gpu", "rebalance", "_preload",
                 "__init__", "__main__"}),
 ]

@@ -28,7 +28,7 @@ ROOT = PACKAGE.parent
 # whose API is its arguments. `arrays.malloc` defines kg.tune_malloc and kg.leave_malloc.
 MODULES = ("arrayrecord", "audio", "augment", "base", "callbacks", "generators", "gpu",
            "image_dataset", "inspection", "loader", "rebalance", "samplers", "sources", "sql",
-           "stream", "text", "tfrecord", "timeseries", "viz", "webdataset")
+           "stream", "table", "text", "tfrecord", "timeseries", "viz", "webdataset")
 # Methods checked besides the public names: what a user calls through an operator.
 DUNDERS = ("__init__", "__call__", "__len__", "__getitem__")
 # base.py's hints come with the rewrite of Generator (branch i15-base): remove this
@@ -207,6 +207,10 @@ def test_string_options_are_exactly_the_values_the_code_accepts():
     hints = typing.get_type_hints(text.text_dataset_from_directory)
     assert values(hints["label_mode"]) == text.LABEL_MODES
     assert values(hints["format"]) == text.FORMATS
+    from kerasgen import table
+
+    hints = typing.get_type_hints(table.TableGenerator.__init__)
+    assert values(hints["label_mode"]) == table.LABEL_MODES
     from kerasgen import audio
 
     hints = typing.get_type_hints(audio.AudioFolderGenerator.__init__)

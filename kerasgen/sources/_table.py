@@ -1,0 +1,287 @@
+"""Samples that are rows of a table (`formats.table_rows`: an Arrow table, a DataFrame,
+Arrow IPC or Parquet files): `TableFeatures` (numeric and fixed-length list columns as
+x, an array or a dict of arrays for multi-input models) and `TableImages` (a column of
+encoded images, decoded by an `ImageLoader` whose read hook is `ImageCells`), with the
+labels of one column (`table_labels`). Each batch reads only its rows (`take`); a null
+in a used column is a ValueError naming the column and the row."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from kerasgen import _checks
+from kerasgen.arrays import batching
+from kerasgen.formats.table_rows import TableRows, first_null, pyarrow_module
+from kerasgen.labels import cells as label_cells
+from kerasgen.sources._batch_request import BatchRequest, load_each
+from kerasgen.sources._image import ImageSource
+
+__all__ = ["ImageCells", "TableFeatures", "TableImages", "table_labels"]
+
+# x_col as given: a column, a list of columns, or {input name: column or columns}
+XCol = str | Sequence[str] | Mapping[str, str | Sequence[str]]
+
+
+def null_error(name: str, where: str) -> ValueError:
+    return ValueError(f"Column {name!r} holds a null (a missing value) at {where}. Fill or "
+                      "drop the rows with nulls first (pyarrow.compute.drop_null, "
+                      "DataFrame.dropna), or leave the column out.")
+
+
+def refuse_nulls(array: Any, name: str, where: Callable[[int], str]) -> None:
+    """A null in `array` (a column's values, or a list column's items) is an error
+    naming `where(position)`."""
+    position = first_null(array)
+    if position is not None:
+        raise null_error(name, where(position))
+    pa = pyarrow_module()
+    if _is_list(array.type):
+        lists = array.combine_chunks() if isinstance(array, pa.ChunkedArray) else array
+        if lists.flatten().null_count:
+            item_nulls = np.asarray(lists.flatten().is_null().to_numpy(
+                zero_copy_only=False))
+            starts = np.asarray(lists.offsets)[:-1]
+            item = int(np.flatnonzero(item_nulls)[0])
+            raise null_error(name, where(int(np.searchsorted(starts, item,
+                                                             side="right") - 1)))
+
+
+def _is_list(kind: Any) -> bool:
+    types = pyarrow_module().types
+    return bool(types.is_list(kind) or types.is_large_list(kind)
+                or types.is_fixed_size_list(kind))
+
+
+def _is_number(kind: Any) -> bool:
+    types = pyarrow_module().types
+    return bool(types.is_integer(kind) or types.is_floating(kind) or types.is_boolean(kind))
+
+
+def column_width(rows: TableRows, name: str, argument: str) -> int | None:
+    """None for a numeric scalar column, the length of a list column of numbers (a
+    fixed-size list's, or the first row's: every row must have it); anything else is a
+    TypeError naming the column and its type."""
+    kind = rows.schema.field(name).type
+    if _is_number(kind):
+        return None
+    if _is_list(kind) and _is_number(kind.value_type):
+        if pyarrow_module().types.is_fixed_size_list(kind):
+            return int(kind.list_size)
+        first = rows.value(0, name)
+        return 0 if first is None else len(first)
+    raise TypeError(f"`{argument}` must name numeric columns, or list columns of numbers. "
+                    f"Received: column {name!r} of type {kind}. An image column goes in "
+                    "`image_col`.")
+
+
+def column_array(array: Any, name: str, width: int | None,
+                 where: Callable[[int], str]) -> np.ndarray:
+    """A (chunked) column of `len` rows as an ndarray: (n,) for numbers, (n, width) for
+    lists of numbers (each row's length checked); nulls refused."""
+    pa = pyarrow_module()
+    refuse_nulls(array, name, where)
+    if isinstance(array, pa.ChunkedArray):
+        array = array.combine_chunks() if array.num_chunks != 1 else array.chunk(0)
+    if width is None:
+        return np.asarray(array.to_numpy(zero_copy_only=False))
+    if not pa.types.is_fixed_size_list(array.type):
+        lengths = np.asarray(array.value_lengths().to_numpy(zero_copy_only=False))
+        wrong = np.flatnonzero(lengths != width)
+        if len(wrong):
+            raise ValueError(f"Column {name!r} must hold lists of one length ({width}, as "
+                             f"its first row). Received: a list of {lengths[wrong[0]]} at "
+                             f"{where(int(wrong[0]))}.")
+    values = array.flatten().to_numpy(zero_copy_only=False)
+    return np.asarray(values).reshape(len(array), width)
+
+
+def x_columns(x_col: Any) -> list[str] | dict[str, list[str]] | str:
+    """x_col checked: a name, a list of names, or {input name: name or names}."""
+    if isinstance(x_col, str):
+        return x_col
+    if isinstance(x_col, Mapping):
+        if not x_col:
+            _checks.fail("x_col", "a column, a list of columns, or a non-empty dict",
+                         x_col)
+        out: dict[str, list[str]] = {}
+        for key, value in x_col.items():
+            if not isinstance(key, str):
+                _checks.fail("x_col", "a dict keyed by the model's input names (str)",
+                             x_col, TypeError)
+            named = x_columns(value)
+            if isinstance(named, dict):
+                _checks.fail("x_col", "a dict of columns or lists of columns (not of "
+                             "dicts)", x_col, TypeError)
+            out[key] = [named] if isinstance(named, str) else named
+        return out
+    if isinstance(x_col, (list, tuple)) and x_col and all(isinstance(c, str) for c in x_col):
+        return list(x_col)
+    _checks.fail("x_col", "a column name, a non-empty list of column names, or a dict "
+                 "{input name: column or columns}", x_col, TypeError)
+
+
+class TableFeatures:
+    """Rows of a table whose numeric and list columns are x: one column as it is ((n,)
+    or (n, length)), a list of columns side by side ((n, k)), a dict of either (a
+    multi-input model's inputs).
+
+    Args:
+        rows: the table's rows.
+        x_col: see `x_columns`.
+        labels: one label per row (see `table_labels`), or None.
+        class_names: the classes in class-id order, or None.
+    """
+
+    def __init__(self, rows: TableRows, x_col: XCol, labels: Any = None,
+                 class_names: Sequence[str] | None = None) -> None:
+        self.rows = rows
+        self.x_col = x_columns(x_col)
+        names = self.names
+        rows.check_columns(names, "x_col")
+        self.widths = {name: column_width(rows, name, "x_col") for name in names}
+        for name in names:
+            null = rows.null_rows(name)
+            if null is not None:
+                raise null_error(name, rows.where(null))
+        self.labels = labels
+        self.class_names = None if class_names is None else list(class_names)
+
+    @property
+    def names(self) -> list[str]:
+        """Every column x reads, once each, in order."""
+        x = self.x_col
+        parts = [x] if isinstance(x, str) else (
+            [c for cs in x.values() for c in cs] if isinstance(x, dict) else x)
+        return list(dict.fromkeys(parts))
+
+    def __len__(self) -> int:
+        return self.rows.num_rows
+
+    def describe(self, index: int) -> str:
+        return self.rows.where(index)
+
+    def arrays(self, indices: np.ndarray) -> Any:
+        """x of rows `indices`, in their own dtypes (one read of the rows)."""
+        table = self.rows.take(indices, self.names)
+
+        def column(name: str) -> np.ndarray:
+            return column_array(table.column(name), name, self.widths[name],
+                                lambda k: self.rows.where(int(indices[k])))
+
+        def side_by_side(names: list[str]) -> np.ndarray:
+            parts = [column(n) for n in names]
+            return np.concatenate([p.reshape(len(indices), -1) for p in parts], axis=1)
+
+        x = self.x_col
+        if isinstance(x, str):
+            return column(x)
+        if isinstance(x, dict):
+            return {key: side_by_side(names) for key, names in x.items()}
+        return side_by_side(x)
+
+    def load(self, index: int) -> Any:
+        x = self.arrays(np.array([index], np.int64))
+        return {k: v[0] for k, v in x.items()} if isinstance(x, dict) else x[0]
+
+    def load_batch(self, request: BatchRequest) -> tuple[Any, Any]:
+        """The batch's rows read once (its partners' too, for SMOTE), converted to the
+        batch's dtype (a value the dtype would change is an error naming its row)."""
+        if request.augment is not None:
+            return load_each(request, self.load, self.describe)
+        indices = request.indices
+        with request.stage("read"):
+            x = self.arrays(indices)
+            partners, lams = request.partners, request.lams
+            if partners is not None and lams is not None:
+                synthetic = partners >= 0
+                others = self.arrays(partners[synthetic])
+                blend = lambda a, b: batching.blend_rows(  # noqa: E731
+                    a.astype(np.float32), b, lams[synthetic], synthetic)
+                x = ({k: blend(v, others[k]) for k, v in x.items()} if isinstance(x, dict)
+                     else blend(x, others))
+        with request.stage("assemble"):
+            return batching.convert(x, request.dtype, request.rescale, request.buffers,
+                                    lambda k: self.describe(int(indices[k]))), None
+
+
+class ImageCells:
+    """The read hook of a table's image column: row k's encoded bytes, from a cell of
+    bytes, of a path (str), or of {"bytes": ..., "path": ...} (Hugging Face's `Image`
+    feature: the bytes when present, else the file at the path)."""
+
+    def __init__(self, rows: TableRows, column: str) -> None:
+        self.rows, self.column = rows, column
+        types = pyarrow_module().types
+        kind = rows.schema.field(column).type
+        struct = types.is_struct(kind) and {"bytes", "path"} & {
+            kind.field(i).name for i in range(kind.num_fields)}
+        if not (types.is_binary(kind) or types.is_large_binary(kind) or struct
+                or types.is_string(kind) or types.is_large_string(kind)):
+            raise TypeError(
+                f"`image_col` must name a column of encoded images: bytes, paths (str), "
+                f"or structs {{'bytes', 'path'}} (Hugging Face's Image feature). "
+                f"Received: column {column!r} of type {kind}.")
+        null = rows.null_rows(column)
+        if null is not None:
+            raise null_error(column, rows.where(null))
+
+    def __call__(self, index: int) -> bytes:
+        value = self.rows.value(index, self.column)
+        if isinstance(value, dict):
+            data, path = value.get("bytes"), value.get("path")
+            if data is None and path is None:
+                raise null_error(self.column, self.rows.where(index))
+            value = data if data is not None else path
+        if value is None:
+            raise null_error(self.column, self.rows.where(index))
+        if isinstance(value, str):  # a path
+            with _checks.open_regular(value, "image file") as handle:
+                return handle.read()
+        return bytes(value)
+
+
+class TableImages(ImageSource):
+    """The images of a table's column (see `ImageCells`), decoded by the loader; SMOTE
+    searches `features=` only (no thumbnails of every row's image)."""
+
+    @property
+    def features(self) -> None:  # type: ignore[override]
+        return None
+
+
+def table_labels(rows: TableRows, y_col: str, label_mode: str | None,
+                 class_names: Sequence[str] | None = None,
+                 num_classes: int | None = None) -> Any:
+    """The labels of column `y_col` as `labels.encoding.encode` takes them: class ids or
+    class names for the class modes (a string column's names mapped as every kerasgen
+    generator maps them), values for "raw" (numbers, or lists of numbers as rows);
+    a null is an error naming the row. Reads that column alone."""
+    rows.check_columns([y_col], "y_col")
+    column = rows.column(y_col)
+    refuse_nulls(column, y_col, rows.where)
+    if label_mode == "raw":
+        width = column_width(rows, y_col, "y_col")
+        values = column_array(column, y_col, width, rows.where)
+        return values.astype(np.float32) if values.dtype.kind == "f" else values
+    if _is_list(column.type) and label_mode != "multi_label":
+        raise ValueError(f"Column {y_col!r} holds lists of labels, but label_mode="
+                         f"{label_mode!r} takes one class per row. Pass label_mode="
+                         "'multi_label', or 'raw' for lists of numbers.")
+    types = pyarrow_module().types
+    kind = column.type
+    if types.is_floating(kind) and label_mode != "multi_label":
+        values = np.asarray(column.to_numpy())
+        if not np.all(values == np.round(values)):
+            bad = int(np.flatnonzero(values != np.round(values))[0])
+            raise ValueError(
+                f"Column {y_col!r} must hold class ids or class names for label_mode="
+                f"{label_mode!r}. Received: {values[bad]!r} at {rows.where(bad)}. Pass "
+                "label_mode='raw' for real-valued targets.")
+    cells = column.to_pylist()
+    if types.is_boolean(kind):  # False, True: class ids 0 and 1
+        cells = [int(c) for c in cells]
+    return label_cells.column_labels(cells, label_mode, None, y_col, rows.where,
+                                     class_names, num_classes)

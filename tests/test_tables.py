@@ -1,0 +1,417 @@
+"""TableGenerator: Arrow tables, DataFrames, Arrow IPC and Parquet files as batches; a
+Parquet file read by row group; labels, images, nulls, workers and fit."""
+
+import pickle
+import sys
+
+import cv2
+import numpy as np
+import pytest
+
+from kerasgen.formats import table_rows
+from kerasgen.table import TableGenerator
+
+pa = pytest.importorskip("pyarrow")
+pq = pytest.importorskip("pyarrow.parquet")
+feather = pytest.importorskip("pyarrow.feather")
+
+N = 24
+CLASSES = ["cat", "dog", "eel"]
+
+
+def make_table(n=N):
+    ids = np.arange(n)
+    return pa.table({
+        "id": pa.array(ids, pa.int64()),
+        "a": pa.array(ids * 0.5, pa.float64()),
+        "b": pa.array(ids % 7, pa.int32()),
+        "vec": pa.array([[float(i), 2.0 * i, -1.0] for i in ids], pa.list_(pa.float32(), 3)),
+        "seq": pa.array([[i, i + 1] for i in ids], pa.list_(pa.int64())),
+        "label": pa.array([CLASSES[i % 3] for i in ids]),
+        "target": pa.array(ids / 10.0, pa.float32()),
+    })
+
+
+@pytest.fixture
+def table():
+    return make_table()
+
+
+@pytest.fixture
+def inputs(tmp_path, table):
+    """The same rows as every kind of input this slice reads."""
+    one = str(tmp_path / "all.parquet")
+    pq.write_table(table, one, row_group_size=5)
+    parts = tmp_path / "parts"
+    parts.mkdir()
+    pq.write_table(table.slice(0, 10), str(parts / "p-0.parquet"), row_group_size=4)
+    pq.write_table(table.slice(10), str(parts / "p-1.parquet"), row_group_size=6)
+    ipc = str(tmp_path / "all.arrow")
+    feather.write_feather(table, ipc, compression="uncompressed", chunksize=7)
+    lz4 = str(tmp_path / "lz4.feather")
+    feather.write_feather(table, lz4, chunksize=9)  # compressed (lz4) by default
+    return {"table": table, "dataframe": table.to_pandas(), "ipc": ipc, "feather": lz4,
+            "parquet": one, "parquet-list": [str(parts / "p-0.parquet"),
+                                             str(parts / "p-1.parquet")],
+            "parquet-glob": str(parts / "p-*.parquet")}
+
+
+def batches(gen, epochs=2):
+    out = []
+    for _ in range(epochs):
+        gen.on_epoch_end()
+        out.append([gen[i] for i in range(len(gen))])
+    return out
+
+
+def assert_same(a, b):
+    assert len(a) == len(b)
+    for epoch_a, epoch_b in zip(a, b):
+        for batch_a, batch_b in zip(epoch_a, epoch_b):
+            for part_a, part_b in zip(batch_a, batch_b):
+                if isinstance(part_a, dict):
+                    for key in part_a:
+                        np.testing.assert_array_equal(part_a[key], part_b[key])
+                else:
+                    np.testing.assert_array_equal(part_a, part_b)
+
+
+FEATURES = dict(x_col=["a", "b", "vec"], y_col="label", batch_size=5, seed=3)
+
+
+def test_every_input_gives_the_same_batches(inputs, table):
+    reference = TableGenerator(inputs["table"], **FEATURES)
+    expected = batches(reference)
+    assert reference.class_names == CLASSES and len(reference) == 5
+    x, y = reference[0]
+    assert x.shape == (5, 5) and x.dtype == np.float32
+    rows = np.rint(x[:, 0] * 2).astype(int)  # column a is id / 2
+    np.testing.assert_array_equal(x[:, 1], rows % 7)
+    np.testing.assert_array_equal(x[:, 2:], np.stack([rows, 2 * rows, -np.ones(5)], 1))
+    np.testing.assert_array_equal(y, rows % 3)
+    for name, given in inputs.items():
+        gen = TableGenerator(given, **FEATURES)
+        assert gen.num_rows == N, name
+        assert_same(batches(gen), expected)
+    described = TableGenerator(inputs["parquet-list"], **FEATURES).source.describe
+    assert described(3).endswith("row 3 of " + inputs["parquet-list"][0])
+    assert described(12).endswith("row 2 of " + inputs["parquet-list"][1])
+
+
+def test_an_ipc_file_reads_only_the_record_batches_of_a_batch(inputs, monkeypatch):
+    reads = []
+    real = table_rows.IpcFile.read_group
+    monkeypatch.setattr(table_rows.IpcFile, "read_group", lambda self, g, columns: (
+        reads.append(g) or real(self, g, columns)))
+    for name in ("ipc", "feather"):  # record batches of 7 rows; of 9, lz4-compressed
+        gen = TableGenerator(inputs[name], x_col="a", shuffle=False, batch_size=4,
+                             prefetch=0)
+        reads.clear()
+        gen[2]  # rows 8..11
+        assert reads == ([1] if name == "ipc" else [0, 1])
+
+
+def test_x_col_forms(table):
+    one = TableGenerator(table, x_col="a", shuffle=False, batch_size=4)
+    np.testing.assert_array_equal(one[1], np.arange(4, 8) * 0.5)  # no labels: x alone
+    lists = TableGenerator(table, x_col="seq", shuffle=False, batch_size=4, dtype=None)
+    np.testing.assert_array_equal(lists[0], [[0, 1], [1, 2], [2, 3], [3, 4]])
+    multi = TableGenerator(table, x_col={"left": "a", "right": ["b", "vec"]}, y_col="label",
+                           shuffle=False, batch_size=4, label_mode="categorical")
+    x, y = multi[0]
+    assert set(x) == {"left", "right"} and x["left"].shape == (4, 1)
+    assert x["right"].shape == (4, 4) and y.shape == (4, 3)
+    with pytest.raises(TypeError, match=r"`x_col` must name numeric columns.*'label'"):
+        TableGenerator(table, x_col=["a", "label"])
+    with pytest.raises(ValueError, match=r"`x_col` must name a column of the table\. "
+                                         r"Received: x_col='nope'"):
+        TableGenerator(table, x_col=["nope"])
+    with pytest.raises(ValueError, match=r"pass one of them"):
+        TableGenerator(table, x_col="a", image_col="image")
+    ragged = pa.table({"s": pa.array([[1.0], [1.0, 2.0]])})
+    with pytest.raises(ValueError, match=r"one length \(1.*list of 2 at row 1 of the table"):
+        TableGenerator(ragged, x_col="s", shuffle=False, batch_size=2)[0]
+
+
+def test_parquet_reads_only_the_row_groups_of_a_batch(tmp_path, table, monkeypatch):
+    path = str(tmp_path / "t.parquet")
+    pq.write_table(table, path, row_group_size=5)  # groups of rows 0-4, 5-9, ...
+    reads, whole = [], []
+    real_group, real_read = pq.ParquetFile.read_row_group, pq.ParquetFile.read
+
+    def read_row_group(self, i, columns=None, **kwargs):
+        reads.append((i, tuple(columns)))
+        return real_group(self, i, columns=columns, **kwargs)
+
+    def read(self, columns=None, **kwargs):
+        whole.append(tuple(columns or ()))
+        return real_read(self, columns=columns, **kwargs)
+
+    monkeypatch.setattr(pq.ParquetFile, "read_row_group", read_row_group)
+    monkeypatch.setattr(pq.ParquetFile, "read", read)
+    gen = TableGenerator(path, x_col=["a", "b"], y_col="label", shuffle=False,
+                         batch_size=4, max_cache_bytes=1, prefetch=0)
+    assert whole == [("label",)] and reads == []  # the labels' column, nothing else
+    gen[1]  # rows 4..7: groups 0 and 1
+    assert reads == [(0, ("a", "b")), (1, ("a", "b"))]
+    reads.clear()
+    gen[2]  # rows 8..11: groups 1 (kept: the cache holds the last group) and 2
+    assert reads == [(2, ("a", "b"))]
+    reads.clear()
+    gen[1]  # group 0 was dropped, then group 1
+    assert reads == [(0, ("a", "b")), (1, ("a", "b"))]
+    cached = TableGenerator(path, x_col=["a", "b"], y_col="label", shuffle=False,
+                            batch_size=4)
+    reads.clear()
+    for i in range(len(cached)):
+        cached[i]
+    assert sorted(reads) == [(g, ("a", "b")) for g in range(5)]  # each group once
+    assert whole[-1] == ("label",)
+
+
+def test_row_groups_read_concurrently_stay_right(tmp_path, table):
+    import concurrent.futures
+
+    path = str(tmp_path / "t.parquet")
+    pq.write_table(table, path, row_group_size=3)
+    rows = table_rows.open_rows(path, max_cache_bytes=2000)
+    order = np.random.default_rng(0).permutation(N)
+    with concurrent.futures.ThreadPoolExecutor(4) as pool:
+        taken = list(pool.map(lambda k: rows.take(order[k:k + 5], ["id"]),
+                              range(0, N, 2)))
+    for k, part in zip(range(0, N, 2), taken):
+        assert part.column("id").to_pylist() == order[k:k + 5].tolist()
+
+
+def test_shuffled_epochs_are_seeded(table):
+    def order(seed):
+        gen = TableGenerator(table, x_col="id", seed=seed, batch_size=N, dtype=None)
+        return [gen.at_epoch(e)[0].tolist() for e in range(2)]
+
+    first, again = order(7), order(7)
+    assert first == again and first[0] != first[1]
+    assert sorted(first[0]) == list(range(N)) and first[0] != list(range(N))
+    assert order(8) != first
+
+
+def test_labels_through_the_label_modes(table):
+    def y(**kwargs):
+        gen = TableGenerator(table, x_col="a", shuffle=False, batch_size=N, **kwargs)
+        return gen, gen[0][1]
+
+    gen, ids = y(y_col="label")  # "auto": "int" for a string column
+    assert gen.label_mode == "int" and gen.class_names == CLASSES
+    np.testing.assert_array_equal(ids, np.arange(N) % 3)
+    assert gen.labels.tolist() == (np.arange(N) % 3).tolist()
+    _, onehot = y(y_col="label", label_mode="categorical")
+    np.testing.assert_array_equal(onehot, np.eye(3)[np.arange(N) % 3])
+    gen, named = y(y_col="label", class_names=["eel", "dog", "cat"])
+    np.testing.assert_array_equal(named, 2 - np.arange(N) % 3)
+    gen, raw = y(y_col="target")  # "auto": "raw" for floats
+    assert gen.label_mode == "raw"
+    np.testing.assert_allclose(raw, np.arange(N) / 10.0, rtol=1e-6)
+    _, vectors = y(y_col="vec", label_mode="raw")
+    assert vectors.shape == (N, 3)
+    binary = table.append_column("flag", pa.array(np.arange(N) % 2 == 1))
+    gen = TableGenerator(binary, x_col="a", y_col="flag", label_mode="binary",
+                         shuffle=False, batch_size=N)
+    np.testing.assert_array_equal(gen[0][1].ravel(), np.arange(N) % 2)
+    _, ints = y(y_col="b", label_mode="int")
+    np.testing.assert_array_equal(ints, np.arange(N) % 7)
+    with pytest.raises(ValueError, match=r"Column 'target' must hold class ids.*'raw'"):
+        y(y_col="target", label_mode="int")
+    with pytest.raises(ValueError, match=r"needs the label column"):
+        y(label_mode="int")
+    with pytest.raises(ValueError, match=r"`label_mode` must be one of"):
+        y(y_col="label", label_mode="mask")
+    with pytest.raises(TypeError, match=r"takes its labels from the `y_col` column"):
+        TableGenerator(table, x_col="a", labels=[0] * N)
+
+
+def png_and_jpeg_images(rng, n):
+    encoded = []
+    for k in range(n):
+        image = rng.integers(0, 256, (10 + k % 3, 12, 3), dtype=np.uint8)
+        ext = ".png" if k % 2 else ".jpg"
+        encoded.append((ext, cv2.imencode(ext, image)[1].tobytes()))
+    return encoded
+
+
+@pytest.fixture
+def image_rows(tmp_path):
+    """Images in class folders, and the same bytes in a table in the folder's order."""
+    rng = np.random.default_rng(0)
+    folder = tmp_path / "images"
+    rows = []
+    for c, name in enumerate(["ant", "bee"]):
+        (folder / name).mkdir(parents=True)
+        for k, (ext, data) in enumerate(png_and_jpeg_images(rng, 5)):
+            path = folder / name / f"{k:02d}{ext}"
+            path.write_bytes(data)
+            rows.append({"image": data, "label": name, "path": str(path)})
+    return folder, rows
+
+
+def test_image_bytes_decode_as_the_image_folder_does(image_rows, tmp_path):
+    import kerasgen as kg
+
+    folder, rows = image_rows
+    common = dict(image_size=(8, 9), batch_size=4, shuffle=False, verbose=0)
+    expected = kg.ImageFolderGenerator(str(folder), **common, cache=None)
+    images = pa.table({"image": pa.array([r["image"] for r in rows], pa.binary()),
+                       "label": [r["label"] for r in rows]})
+    hf = pa.table({"image": pa.array([{"bytes": r["image"] if k % 2 else None,
+                                       "path": r["path"]} for k, r in enumerate(rows)],
+                                     pa.struct([("bytes", pa.binary()),
+                                                ("path", pa.string())])),
+                   "label": [r["label"] for r in rows]})
+    path = str(tmp_path / "images.parquet")
+    pq.write_table(images, path, row_group_size=3)
+    for given in (images, hf, path):
+        gen = TableGenerator(given, image_col="image", y_col="label", **common)
+        assert gen.class_names == ["ant", "bee"] and len(gen) == len(expected)
+        for i in range(len(gen)):
+            (x, y), (x0, y0) = gen[i], expected[i]
+            np.testing.assert_array_equal(x, x0)
+            np.testing.assert_array_equal(y, y0)
+    gray = TableGenerator(path, image_col="image", y_col="label", color_mode="grayscale",
+                          image_size=(5, 5), dtype="uint8", shuffle=False, verbose=0)
+    assert gray[0][0].shape == (10, 5, 5, 1) and gray[0][0].dtype == np.uint8
+    assert gray.image_options.color_mode == "grayscale"
+    with pytest.raises(TypeError, match=r"`image_col` must name a column of encoded "
+                                        r"images.*'n'"):
+        TableGenerator(pa.table({"n": [1, 2]}), image_col="n")
+
+
+def test_a_bad_image_row_is_named(tmp_path):
+    good = cv2.imencode(".png", np.zeros((4, 4, 3), np.uint8))[1].tobytes()
+    table = pa.table({"image": [good, b"not an image", good], "label": [0, 1, 1]})
+    path = str(tmp_path / "bad.parquet")
+    pq.write_table(table, path)
+    gen = TableGenerator(path, image_col="image", y_col="label", image_size=(4, 4),
+                         shuffle=False, batch_size=3, verbose=0)
+    with pytest.raises(Exception, match=r"row 1 of .*bad\.parquet"):
+        gen[0]
+
+
+def test_nulls_are_refused_naming_column_and_row(tmp_path, table):
+    holes = pa.table({"a": [1.0, 2.0, None, 4.0], "label": ["x", "y", "x", "y"],
+                      "image": [b"1", b"2", b"3", None], "y": ["x", None, "x", "y"]})
+    with pytest.raises(ValueError, match=r"Column 'a' holds a null .* at row 2 of the "
+                                         r"table"):
+        TableGenerator(holes, x_col="a", y_col="label")
+    with pytest.raises(ValueError, match=r"Column 'y' holds a null .* at row 1 of the "
+                                         r"DataFrame"):
+        TableGenerator(holes.to_pandas(), x_col="a", y_col="y")
+    path = str(tmp_path / "holes.parquet")
+    pq.write_table(holes, path, row_group_size=2)
+    with pytest.raises(ValueError, match=r"Column 'image' holds a null .* at row 3 of "
+                                         r".*holes\.parquet"):
+        TableGenerator(path, image_col="image", y_col="label")
+    ipc = str(tmp_path / "holes.arrow")  # no statistics: found when the batch is read
+    feather.write_feather(holes, ipc, compression="uncompressed")
+    gen = TableGenerator(ipc, x_col="a", shuffle=False, batch_size=2)
+    gen[0]
+    with pytest.raises(ValueError, match=r"Column 'a' holds a null .* at row 2 of "
+                                         r".*holes\.arrow"):
+        gen[1]
+    inner = pa.table({"v": pa.array([[1.0, 2.0], [3.0, None]])})
+    with pytest.raises(ValueError, match=r"Column 'v' holds a null .* at row 1"):
+        TableGenerator(inner, x_col="v", shuffle=False, batch_size=2)[0]
+
+
+def test_files_and_inputs_refused(tmp_path, table):
+    with pytest.raises(FileNotFoundError, match=r"No file matches the pattern"):
+        TableGenerator(str(tmp_path / "none-*.parquet"), x_col="a")
+    with pytest.raises(FileNotFoundError, match=r"No such table file"):
+        TableGenerator(str(tmp_path / "none.parquet"), x_col="a")
+    text = tmp_path / "t.csv"
+    text.write_text("a\n1\n")
+    with pytest.raises(ValueError, match=r"neither a Parquet file nor an Arrow IPC"):
+        TableGenerator(str(text), x_col="a")
+    with pytest.raises(TypeError, match=r"`table` must be"):
+        TableGenerator([1, 2], x_col="a")
+    other = tmp_path / "other.parquet"
+    pq.write_table(table.select(["a"]), str(other))
+    first = tmp_path / "first.parquet"
+    pq.write_table(table, str(first))
+    with pytest.raises(ValueError, match=r"same columns and types"):
+        TableGenerator([str(first), str(other)], x_col="a")
+    with pytest.raises(ValueError, match=r"`cache` must be 'auto', 'memory' or None"):
+        TableGenerator(pa.table({"i": [b"x"]}), image_col="i", cache=str(tmp_path / "c"))
+
+
+def test_missing_pyarrow_names_the_extra(monkeypatch):
+    monkeypatch.setitem(sys.modules, "pyarrow", None)
+    with pytest.raises(ImportError, match=r'pip install "kerasgen3\[tables\]"'):
+        table_rows.pyarrow_module()
+
+
+def test_readers_pickle_without_open_files(inputs):
+    for name in ("parquet", "ipc"):
+        rows = table_rows.open_rows(inputs[name])
+        rows.take([3, 20], ["id"])  # opened, a group cached
+        copy = pickle.loads(pickle.dumps(rows))
+        assert all(file._handle is None for file in copy.files)
+        assert not copy.cache._groups
+        assert copy.take([20, 3], ["id"]).column("id").to_pylist() == [20, 3]
+
+
+@pytest.mark.parametrize("given", ["parquet", "ipc"])
+def test_worker_threads_and_processes_give_the_same_batches(inputs, image_rows, tmp_path,
+                                                            given, monkeypatch):
+    sent = []  # readers pickled for the worker processes (without files and cache)
+    state = table_rows.TableFile.__getstate__
+    monkeypatch.setattr(table_rows.TableFile, "__getstate__",
+                        lambda self: sent.append(self.path) or state(self))
+    _, rows = image_rows
+    images = pa.table({"image": pa.array([r["image"] for r in rows], pa.binary()),
+                       "label": [r["label"] for r in rows]})
+    path = str(tmp_path / "images.parquet")
+    pq.write_table(images, path, row_group_size=3)
+    for table, kwargs in ((inputs[given], FEATURES),
+                          (path, dict(image_col="image", y_col="label", image_size=(6, 6),
+                                      batch_size=3, seed=1, verbose=0))):
+        one = batches(TableGenerator(table, **kwargs), epochs=1)
+        for workers in (dict(workers=2), dict(workers=2, use_multiprocessing=True)):
+            assert_same(batches(TableGenerator(table, **kwargs, **workers), epochs=1), one)
+    assert path in sent and any(name != path for name in sent)
+
+
+def test_a_model_trains_on_a_parquet_table_of_images(image_rows, tmp_path):
+    import keras
+
+    _, rows = image_rows
+    images = pa.table({"image": pa.array([r["image"] for r in rows], pa.binary()),
+                       "label": [r["label"] for r in rows]})
+    path = str(tmp_path / "images.parquet")
+    pq.write_table(images, path, row_group_size=4)
+    gen = TableGenerator(path, image_col="image", y_col="label", image_size=(8, 8),
+                         batch_size=4, seed=0, rescale=1 / 255, verbose=0)
+    model = keras.Sequential([keras.Input((8, 8, 3)), keras.layers.Flatten(),
+                              keras.layers.Dense(2)])
+    model.compile("adam", keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    history = model.fit(gen, epochs=2, verbose=0)
+    assert len(history.history["loss"]) == 2
+    assert np.isfinite(history.history["loss"]).all()
+
+
+def test_samplers_and_resume_work_on_tables(inputs):
+    import kerasgen as kg
+
+    gen = TableGenerator(inputs["parquet"], x_col="id", y_col="b", label_mode="int",
+                         batch_size=4, seed=5, dtype=None,
+                         sampler=kg.samplers.RandomUnderSampler(seed=5))
+    gen.on_epoch_end()
+    seen = np.concatenate([gen[i][0] for i in range(len(gen))])
+    assert np.bincount(seen % 7).tolist() == [3] * 7  # 3 rows of each of 7 classes
+    gen.on_epoch_end()
+    first = gen[0]
+    state = gen.get_state()
+    rest = [gen[i] for i in range(1, len(gen))]
+    again = TableGenerator(inputs["parquet"], x_col="id", y_col="b", label_mode="int",
+                           batch_size=4, seed=5, dtype=None,
+                           sampler=kg.samplers.RandomUnderSampler(seed=5))
+    again.set_state(state)
+    assert len(first[0]) == 4
+    assert_same([[again[i] for i in range(1, len(again))]], [rest])
