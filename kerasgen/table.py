@@ -56,10 +56,14 @@ class TableGenerator(Generator):
             kerasgen's ImageLoader with the image options below (as TFRecordGenerator
             decodes its records). Not with `x_col`.
         label_mode: "auto" (default): None without `y_col`; with it "raw" when the
-            column holds floats or lists, else "int". Or "int", "categorical",
+            column holds floats or lists of numbers, "multi_label" for lists of class
+            names, else "int". Or "int", "categorical",
             "binary", "multi_label", "raw", None (x alone).
         class_names: the classes in class-id order (default: the sorted distinct
             labels).
+        label_delimiter: separates several labels in one string cell for "multi_label"
+            ("a|b"), as CSVGenerator's; a cell holding it under a single-label mode is
+            an error naming its row. None: a cell is one label.
         max_cache_bytes: the decoded row groups (record batches) of files kept in
             memory for the next batches, least recently used dropped (default 256 MiB;
             at least the last one read is kept). Each worker process has its own.
@@ -85,6 +89,7 @@ class TableGenerator(Generator):
                  image_col: str | None = None,
                  label_mode: TableLabelMode | Literal["auto"] | None = "auto",
                  class_names: Sequence[str] | None = None, num_classes: int | None = None,
+                 label_delimiter: str | None = "|",
                  max_cache_bytes: int = MAX_CACHE_BYTES,
                  image_size: ImageSize = (256, 256), color_mode: ColorMode = "rgb",
                  interpolation: Interpolation = "bilinear",
@@ -116,7 +121,8 @@ class TableGenerator(Generator):
                              "`y_col`. Received: y_col=None.")
         labels = None
         if y_col is not None and label_mode is not None:
-            labels = table_labels(rows, y_col, label_mode, class_names, num_classes)
+            labels = table_labels(rows, y_col, label_mode, class_names, num_classes,
+                                  label_delimiter)
         self.rows, self.x_col, self.y_col, self.image_col = rows, x_col, y_col, image_col
         self._image_options = options
         source: TableFeatures | TableImages
@@ -156,12 +162,16 @@ class TableGenerator(Generator):
 
 
 def _auto_mode(rows: TableRows, y_col: str) -> TableLabelMode:
-    """label_mode="auto" of column `y_col`: "raw" for floats and lists, else "int"."""
+    """label_mode="auto" of column `y_col`: "raw" for floats and lists of numbers,
+    "multi_label" for lists of class names, else "int"."""
     rows.check_columns([y_col], "y_col")
     pa = pyarrow_module()
     kind = rows.schema.field(y_col).type
     lists = pa.types.is_list(kind) or pa.types.is_fixed_size_list(kind) or (
         pa.types.is_large_list(kind))
+    if lists and not (pa.types.is_integer(kind.value_type) or
+                      pa.types.is_floating(kind.value_type)):
+        return "multi_label"
     return "raw" if pa.types.is_floating(kind) or lists else "int"
 
 

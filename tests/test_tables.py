@@ -8,6 +8,7 @@ import cv2
 import numpy as np
 import pytest
 
+import kerasgen as kg
 from kerasgen.formats import table_rows
 from kerasgen.table import TableGenerator
 
@@ -67,9 +68,12 @@ def batches(gen, epochs=2):
 def assert_same(a, b):
     assert len(a) == len(b)
     for epoch_a, epoch_b in zip(a, b):
+        assert len(epoch_a) == len(epoch_b)
         for batch_a, batch_b in zip(epoch_a, epoch_b):
+            assert len(batch_a) == len(batch_b)
             for part_a, part_b in zip(batch_a, batch_b):
                 if isinstance(part_a, dict):
+                    assert part_a.keys() == part_b.keys()
                     for key in part_a:
                         np.testing.assert_array_equal(part_a[key], part_b[key])
                 else:
@@ -415,3 +419,33 @@ def test_samplers_and_resume_work_on_tables(inputs):
     again.set_state(state)
     assert len(first[0]) == 4
     assert_same([[again[i] for i in range(1, len(again))]], [rest])
+
+
+def test_review_mends(inputs, table, tmp_path):
+    """SMOTE searches the x columns (read when asked) of a Parquet table; a cell holding
+    the label delimiter under a single-label mode is refused; lists of class names are
+    multi-label by default; a file named twice, a negative cache size and a table that is
+    neither a table nor paths are refused; an image path that cannot be read is named
+    with its row."""
+    gen = TableGenerator(inputs["parquet-list"], x_col=["a", "b"], y_col="label",
+                         seed=1, sampler=kg.samplers.SMOTE(k_neighbors=2, seed=1))
+    xs, ys = zip(*(gen[i] for i in range(len(gen))))
+    counts = np.bincount(np.concatenate(ys))
+    assert len(set(counts.tolist())) == 1 and np.concatenate(xs).shape[1] == 2
+    assert len(pickle.dumps(gen)) < 200_000  # the reader, never every row's features
+    piped = pa.table({"x": pa.array([1.0, 2.0, 3.0]), "y": pa.array(["a", "a|b", "b"])})
+    with pytest.raises(ValueError, match=r"\|"):
+        TableGenerator(piped, x_col="x", y_col="y", label_mode="int")
+    tags = pa.table({"x": pa.array([1.0, 2.0]), "y": pa.array([["a", "b"], ["b"]])})
+    assert TableGenerator(tags, x_col="x", y_col="y").label_mode == "multi_label"
+    with pytest.raises(ValueError, match=r"names the file .* twice"):
+        TableGenerator([inputs["parquet"], inputs["parquet"]], x_col="a")
+    with pytest.raises(ValueError, match=r"`max_cache_bytes` must be"):
+        TableGenerator(table, x_col="a", max_cache_bytes=-5)
+    with pytest.raises(TypeError, match=r"`table` must be a pyarrow Table"):
+        TableGenerator(iter([inputs["parquet"]]), x_col="a")
+    paths = pa.table({"image": pa.array(["nowhere/0.png"]), "y": pa.array([0])})
+    missing = TableGenerator(paths, image_col="image", y_col="y", image_size=(8, 8),
+                             verbose=0)
+    with pytest.raises(FileNotFoundError, match=r"nowhere/0.png.*column 'image' at row 0"):
+        missing[0]

@@ -271,7 +271,11 @@ class ParquetFile(TableFile):
         meta = self.handle().metadata.row_group(group)
         for j in range(meta.num_columns):
             chunk = meta.column(j)
-            if chunk.path_in_schema == name:
+            if chunk.path_in_schema == name or chunk.path_in_schema.startswith(name + "."):
+                # a list's or struct's leaf counts its own nulls, not its parent's: a
+                # nested column is checked when its batch is read
+                if chunk.path_in_schema != name:
+                    return None
                 stats = chunk.statistics
                 if stats is None or not stats.has_null_count:
                     return None
@@ -440,6 +444,10 @@ def file_names(table: Any) -> list[str]:
     """The local paths `table` names (a path, a glob pattern, or a list of them), each
     pattern's matches sorted; a pattern matching nothing, or a missing file, is a
     FileNotFoundError naming it."""
+    if not isinstance(table, (str, os.PathLike, list, tuple)):
+        _checks.fail("table", "a pyarrow Table, a pandas DataFrame, or Parquet / Arrow IPC "
+                     "file paths (a path, a glob pattern, or a list of them)", table,
+                     TypeError)
     given = [table] if isinstance(table, (str, os.PathLike)) else list(table)
     if not given:
         _checks.fail("table", "a table, or one or more Parquet / Arrow IPC file paths",
@@ -462,6 +470,15 @@ def file_names(table: Any) -> list[str]:
             raise FileNotFoundError(f"No such table file: {name!r}.")
         else:
             names.append(name)
+    seen: dict[str, str] = {}
+    for name in names:
+        real = os.path.realpath(name)
+        if real in seen:
+            raise ValueError(
+                f"`table` names the file {name!r} twice (also as {seen[real]!r}): its rows "
+                "would count twice. Name each file once (a pattern and a list that "
+                "overlap name a file twice).")
+        seen[real] = name
     return names
 
 
@@ -482,6 +499,7 @@ def open_file(path: str) -> TableFile:
 def open_rows(table: Any, max_cache_bytes: int = MAX_CACHE_BYTES) -> TableRows:
     """The rows of `table`: a pyarrow.Table or RecordBatch, a pandas DataFrame, or
     Parquet / Arrow IPC file paths (a path, a glob pattern, or a list of them)."""
+    max_cache_bytes = _checks.positive_int("max_cache_bytes", max_cache_bytes)
     if isinstance(table, TableRows):
         return table
     rows = in_memory(table)
@@ -489,5 +507,4 @@ def open_rows(table: Any, max_cache_bytes: int = MAX_CACHE_BYTES) -> TableRows:
         return rows
     names = file_names(table)
     pyarrow_module()
-    max_cache_bytes = _checks.positive_int("max_cache_bytes", max_cache_bytes)
     return FileRows([open_file(name) for name in names], max_cache_bytes)

@@ -182,6 +182,12 @@ class TableFeatures:
             return {key: side_by_side(names) for key, names in x.items()}
         return side_by_side(x)
 
+    @property
+    def features(self) -> TableFeatureSpace | None:
+        """The x columns as SMOTE's feature space, read when asked (None for named
+        inputs, as for a dict of arrays)."""
+        return None if isinstance(self.x_col, dict) else TableFeatureSpace(self)
+
     def load(self, index: int) -> Any:
         x = self.arrays(np.array([index], np.int64))
         return {k: v[0] for k, v in x.items()} if isinstance(x, dict) else x[0]
@@ -205,6 +211,23 @@ class TableFeatures:
         with request.stage("assemble"):
             return batching.convert(x, request.dtype, request.rescale, request.buffers,
                                     lambda k: self.describe(int(indices[k]))), None
+
+
+class TableFeatureSpace:
+    """The feature rows of a table's x columns (flat float32), read when a sampler asks
+    for them; pickled as the table's reader (never its rows)."""
+
+    def __init__(self, source: TableFeatures) -> None:
+        self.source = source
+
+    def __len__(self) -> int:
+        return len(self.source)
+
+    def __getitem__(self, indices: Any) -> np.ndarray:
+        rows = np.asarray(indices, dtype=np.int64)
+        x = self.source.arrays(rows.reshape(-1))
+        flat = np.asarray(x, dtype=np.float32).reshape(x.shape[0], -1)
+        return flat[0] if rows.ndim == 0 else flat
 
 
 class ImageCells:
@@ -238,8 +261,13 @@ class ImageCells:
         if value is None:
             raise null_error(self.column, self.rows.where(index))
         if isinstance(value, str):  # a path
-            with _checks.open_regular(value, "image file") as handle:
-                return handle.read()
+            try:
+                with _checks.open_regular(value, "image file") as handle:
+                    return handle.read()
+            except OSError as error:
+                raise type(error)(f"Cannot read the image file {value!r} of column "
+                                  f"{self.column!r} at {self.rows.where(index)}: "
+                                  f"{error.strerror or error}.") from None
         return bytes(value)
 
 
@@ -254,7 +282,7 @@ class TableImages(ImageSource):
 
 def table_labels(rows: TableRows, y_col: str, label_mode: str | None,
                  class_names: Sequence[str] | None = None,
-                 num_classes: int | None = None) -> Any:
+                 num_classes: int | None = None, delimiter: str | None = "|") -> Any:
     """The labels of column `y_col` as `labels.encoding.encode` takes them: class ids or
     class names for the class modes (a string column's names mapped as every kerasgen
     generator maps them), values for "raw" (numbers, or lists of numbers as rows);
@@ -283,5 +311,5 @@ def table_labels(rows: TableRows, y_col: str, label_mode: str | None,
     cells = column.to_pylist()
     if types.is_boolean(kind):  # False, True: class ids 0 and 1
         cells = [int(c) for c in cells]
-    return label_cells.column_labels(cells, label_mode, None, y_col, rows.where,
+    return label_cells.column_labels(cells, label_mode, delimiter, y_col, rows.where,
                                      class_names, num_classes)
