@@ -296,10 +296,12 @@ class BatchRecords:
         datas = [_encoded(x) for x in self.xs]
         if shared.loader is not None and all(d is not None for d in datas):
             skipped = shared.skipped
-            before = len(skipped)
             x, _ = ImageSource(self._loader(datas), rescale=request.rescale,
                                describe=self.describe).load_batch(request)
-            if len(skipped) > before:  # the loader named them as its errors do
+            if skipped:  # the loader named them as its errors do; renamed whenever some
+                # are listed, not only when this call added one: a second thread making
+                # this batch (the work-ahead's and the caller's) may add its entry after
+                # the first one's renaming, and its own count would then look unchanged
                 self._rename_skipped(skipped)
         else:
             load = self.load if shared.options.on_error == "raise" else self._load_or_skip(
