@@ -449,3 +449,35 @@ def test_review_mends(inputs, table, tmp_path):
                              verbose=0)
     with pytest.raises(FileNotFoundError, match=r"nowhere/0.png.*column 'image' at row 0"):
         missing[0]
+
+
+def test_an_image_column_reads_each_row_group_once_per_batch(image_rows, tmp_path,
+                                                              monkeypatch):
+    """A batch's image cells are read in one take: with a cache of one group, a shuffled
+    epoch reads each batch's row groups once per batch, not once per row, and the
+    pixels are those of the rows asked for."""
+    _, rows = image_rows
+    path = str(tmp_path / "images.parquet")
+    pq.write_table(pa.table({"image": [r["image"] for r in rows],
+                             "label": [r["label"] for r in rows]}), path, row_group_size=3)
+    reads = []
+    real_group = pq.ParquetFile.read_row_group
+
+    def read_row_group(self, i, columns=None, **kwargs):
+        reads.append(i)
+        return real_group(self, i, columns=columns, **kwargs)
+
+    monkeypatch.setattr(pq.ParquetFile, "read_row_group", read_row_group)
+    make = lambda **kw: TableGenerator(path, image_col="image", y_col="label",  # noqa: E731
+                                       image_size=(8, 8), batch_size=4, seed=2,
+                                       verbose=0, **kw)
+    gen = make(max_cache_bytes=1, prefetch=0)
+    expected = sum(len({int(k) // 3 for k in gen.epoch_plan()[b * 4:b * 4 + 4]})
+                   for b in range(len(gen)))
+    reads.clear()
+    batches = [gen[b] for b in range(len(gen))]
+    assert len(reads) == expected  # per batch, each of its groups once
+    plain = make()
+    for (x, y), (px, py) in zip(batches, (plain[b] for b in range(len(plain)))):
+        np.testing.assert_array_equal(x, px)
+        np.testing.assert_array_equal(y, py)

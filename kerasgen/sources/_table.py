@@ -7,7 +7,9 @@ in a used column is a ValueError naming the column and the row."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+import contextlib
+import threading
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -250,9 +252,42 @@ class ImageCells:
         null = rows.null_rows(column)
         if null is not None:
             raise null_error(column, rows.where(null))
+        self._ready: dict[int, list[Any]] = {}  # row -> [cell, batches holding it]
+        self._lock = threading.Lock()
+
+    @contextlib.contextmanager
+    def batch(self, indices: np.ndarray) -> Iterator[None]:
+        """The cells of rows `indices` read in one `take` (each row group a batch's rows
+        lie in read once, whatever the cache holds), served to the decode threads while
+        the batch is made; batches made at once (the work-ahead's) keep their own."""
+        wanted = np.unique(np.asarray(indices, dtype=np.int64))
+        cells = self.rows.take(wanted, [self.column]).column(0).to_pylist()
+        with self._lock:
+            for k, cell in zip(wanted.tolist(), cells):
+                entry = self._ready.setdefault(k, [cell, 0])
+                entry[1] += 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                for k in wanted.tolist():
+                    entry = self._ready[k]
+                    entry[1] -= 1
+                    if not entry[1]:
+                        del self._ready[k]
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        state["_ready"], state["_lock"] = {}, None
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._lock = threading.Lock()
 
     def __call__(self, index: int) -> bytes:
-        value = self.rows.value(index, self.column)
+        entry = self._ready.get(int(index))
+        value = entry[0] if entry is not None else self.rows.value(index, self.column)
         if isinstance(value, dict):
             data, path = value.get("bytes"), value.get("path")
             if data is None and path is None:
@@ -278,6 +313,18 @@ class TableImages(ImageSource):
     @property
     def features(self) -> None:  # type: ignore[override]
         return None
+
+    def load_batch(self, request: BatchRequest) -> tuple[Any, Any]:
+        """The batch's images, their cells read in one `take` first (`ImageCells.batch`):
+        a row group is read once for the batch, not once per row."""
+        cells = self.loader.read
+        if not isinstance(cells, ImageCells):
+            return super().load_batch(request)
+        partners = request.partners
+        wanted = request.indices if partners is None else np.concatenate(
+            [request.indices, partners[partners >= 0]])
+        with cells.batch(wanted):
+            return super().load_batch(request)
 
 
 def table_labels(rows: TableRows, y_col: str, label_mode: str | None,
