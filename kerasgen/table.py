@@ -8,11 +8,12 @@ through the label modes) and one `ImageOptions`, handed to `Generator`.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 from kerasgen import _checks, _redact
-from kerasgen._typing import Cache, ColorMode, Decoder, ImageSize, Interpolation, OnError
+from kerasgen._typing import (Cache, ColorMode, Decoder, ImageSize, Interpolation, OnError,
+                              StrPath)
 from kerasgen.base import Generator
 from kerasgen.builders.common import check_common, worker_processes
 from kerasgen.formats.base import SampleVersions
@@ -21,6 +22,8 @@ from kerasgen.formats.table_rows import (MAX_CACHE_BYTES, FileRows, TableRows, o
 from kerasgen.loading import images
 from kerasgen.loading.image_loader import ImageLoader
 from kerasgen.loading.options import ImageOptions
+from kerasgen.storage import remote as _remote
+from kerasgen.storage.remote_cache import RemoteCache
 from kerasgen.sources._table import (ImageCells, TableFeatures, TableImages, XCol,
                                      table_labels, x_columns)
 
@@ -74,6 +77,11 @@ class TableGenerator(Generator):
         cache: for `image_col`: decoded images kept, as for ImageFolderGenerator, but
             None by default; a file path only for a table of files (keyed by each
             file's size and time).
+        storage_options: options for fsspec's filesystem when `table` names URLs
+            (s3://, gs://, https://...: each object copied once, then read by row
+            group as a local file; see docs/remote.md).
+        remote_cache: a folder (or `kg.RemoteCache`) keeping those copies across runs;
+            None: this process's temporary folder.
         **common: see `kg.Generator`.
 
     A null (missing value) in a column the generator reads is a ValueError naming the
@@ -97,7 +105,9 @@ class TableGenerator(Generator):
                  rescale: float | None = None, cache: Cache = None,
                  on_error: OnError = "raise", decode_threads: int | None = None,
                  decoder: Decoder = "opencv", max_pixels: int | None = images.MAX_PIXELS,
-                 bit_depth: int | None = None, verbose: int = 1, **common: Any) -> None:
+                 bit_depth: int | None = None, verbose: int = 1,
+                 storage_options: Mapping[str, Any] | None = None,
+                 remote_cache: StrPath | RemoteCache | None = None, **common: Any) -> None:
         _checks.labels_come_from(self, common, "the `y_col` column (y_col=...)")
         check_common(self, common)
         _checks.one_of("label_mode", label_mode, LABEL_MODES)
@@ -113,7 +123,8 @@ class TableGenerator(Generator):
         if y_col is not None and not isinstance(y_col, str):
             _checks.fail("y_col", "one column name (str)", y_col, TypeError)
         options = ImageOptions.of(locals()).for_dtype(common.get("dtype", "float32"))
-        rows = open_rows(table, max_cache_bytes)
+        store = _remote.Store(storage_options, _remote.check_cache(remote_cache))
+        rows = open_rows(table, max_cache_bytes, store)
         if label_mode == "auto":
             label_mode = None if y_col is None else _auto_mode(rows, y_col)
         if label_mode is not None and y_col is None:

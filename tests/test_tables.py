@@ -11,6 +11,9 @@ import pytest
 import kerasgen as kg
 from kerasgen.formats import table_rows
 from kerasgen.table import TableGenerator
+from tests import servers
+
+s3 = servers.s3  # a fresh bucket of the module's S3 server (moto's server mode)
 
 pa = pytest.importorskip("pyarrow")
 pq = pytest.importorskip("pyarrow.parquet")
@@ -481,3 +484,31 @@ def test_an_image_column_reads_each_row_group_once_per_batch(image_rows, tmp_pat
     for (x, y), (px, py) in zip(batches, (plain[b] for b in range(len(plain)))):
         np.testing.assert_array_equal(x, px)
         np.testing.assert_array_equal(y, py)
+
+
+def test_a_parquet_table_of_images_on_the_s3_server_trains(s3, image_rows, tmp_path):
+    """Parquet files of image bytes + labels on the S3 test server (moto's server mode):
+    a glob of s3:// objects gives the local files' batches, named by their URLs, and
+    trains through fit."""
+    import keras
+
+    _, rows = image_rows
+    table = pa.table({"image": [r["image"] for r in rows],
+                      "label": [r["label"] for r in rows]})
+    for part, (start, stop) in enumerate([(0, 6), (6, 10)]):
+        local = tmp_path / f"part-{part}.parquet"
+        pq.write_table(table.slice(start, stop - start), str(local), row_group_size=3)
+        s3.put(f"tables/part-{part}.parquet", local.read_bytes())
+    common = dict(image_col="image", y_col="label", image_size=(8, 8), batch_size=4,
+                  seed=3, verbose=0)
+    remote = TableGenerator(f"{s3.url}/tables/part-*.parquet",
+                            storage_options=s3.storage_options, **common)
+    local = TableGenerator(str(tmp_path / "part-*.parquet"), **common)
+    assert_same(batches(remote), batches(local))
+    assert remote.paths == [f"{s3.url}/tables/part-0.parquet",
+                            f"{s3.url}/tables/part-1.parquet"]
+    assert remote.source.describe(7) == f"row 1 of {s3.url}/tables/part-1.parquet"
+    model = keras.Sequential([keras.Input((8, 8, 3)), keras.layers.Flatten(),
+                              keras.layers.Dense(2)])
+    model.compile("adam", keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    assert np.isfinite(model.fit(remote, epochs=1, verbose=0).history["loss"]).all()

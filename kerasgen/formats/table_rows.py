@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from kerasgen import _checks
+from kerasgen.storage import urls as _urls
 
 PIP = 'pip install "kerasgen3[tables]" (or pip install pyarrow)'
 MAX_CACHE_BYTES = 256 * 2**20  # decoded row groups kept (at least the one just read)
@@ -192,8 +193,9 @@ class TableFile:
 
     kind = "file"
 
-    def __init__(self, path: str) -> None:
-        self.path = path
+    def __init__(self, path: str, name: str | None = None) -> None:
+        self.path = path  # what is opened: the file, or a remote object's local copy
+        self.name = path if name is None else name  # how rows are named: the URL
         self._lock = threading.Lock()
         self._handle: Any = None
         handle = self.handle()
@@ -337,7 +339,7 @@ class FileRows(TableRows):
             if not other.schema.equals(first.schema):
                 raise ValueError(
                     f"Every file of a table must have the same columns and types. "
-                    f"{first.path} has {_fields(first.schema)}; {other.path} has "
+                    f"{first.name} has {_fields(first.schema)}; {other.name} has "
                     f"{_fields(other.schema)}.")
         self.cache = GroupCache(max_cache_bytes)
         # one entry per group of every file: its file, its number there, its first row
@@ -352,11 +354,11 @@ class FileRows(TableRows):
 
     @property
     def name(self) -> str:  # type: ignore[override]
-        return ", ".join(file.path for file in self.files)
+        return ", ".join(file.name for file in self.files)
 
     @property
     def paths(self) -> list[str]:
-        return [file.path for file in self.files]
+        return [file.name for file in self.files]
 
     @property
     def schema(self) -> Any:
@@ -376,7 +378,7 @@ class FileRows(TableRows):
         group = int(self.locate([k])[0][0])
         f = int(self.group_file[group])
         row = int(k) - int(self.file_start[f])
-        return f"row {row} of {self.files[f].path}"
+        return f"row {row} of {self.files[f].name}"
 
     def version_at(self, k: int) -> tuple[int, int]:
         """(file number, row in the file): what a decoded-image file cache keys by."""
@@ -440,7 +442,7 @@ def _fields(schema: Any) -> str:
     return ", ".join(f"{field.name} ({field.type})" for field in schema)
 
 
-def file_names(table: Any) -> list[str]:
+def file_names(table: Any, store: Any = None) -> list[str]:
     """The local paths `table` names (a path, a glob pattern, or a list of them), each
     pattern's matches sorted; a pattern matching nothing, or a missing file, is a
     FileNotFoundError naming it."""
@@ -458,10 +460,15 @@ def file_names(table: Any) -> list[str]:
             _checks.fail("table", "a table, or Parquet / Arrow IPC file paths (str or "
                          "os.PathLike)", item, TypeError)
         name = os.fspath(item)
-        if "://" in name:
-            raise ValueError(f"`table` must name local files in this version. Received: "
-                             f"table={name!r}. Copy the file here first.")
-        if glob.has_magic(name):
+        if _urls.is_url(name):
+            if store is None:
+                raise ValueError(f"`table` names a URL, which needs a store. Received: "
+                                 f"table={name!r}.")
+            found = sorted(store.expand(name)) if glob.has_magic(name) else [name]
+            if not found:
+                raise FileNotFoundError(f"No object matches the pattern {name!r}.")
+            names.extend(found)
+        elif glob.has_magic(name):
             found = sorted(glob.glob(name))
             if not found:
                 raise FileNotFoundError(f"No file matches the pattern {name!r}.")
@@ -472,7 +479,7 @@ def file_names(table: Any) -> list[str]:
             names.append(name)
     seen: dict[str, str] = {}
     for name in names:
-        real = os.path.realpath(name)
+        real = name if _urls.is_url(name) else os.path.realpath(name)
         if real in seen:
             raise ValueError(
                 f"`table` names the file {name!r} twice (also as {seen[real]!r}): its rows "
@@ -482,21 +489,22 @@ def file_names(table: Any) -> list[str]:
     return names
 
 
-def open_file(path: str) -> TableFile:
+def open_file(path: str, name: str | None = None) -> TableFile:
     """A Parquet or Arrow IPC file by its first bytes (an old Feather v1 file, or
     anything else, is a ValueError naming it)."""
     with _checks.open_regular(path, "table file") as handle:
         head = handle.read(8)
     if head.startswith(PARQUET_MAGIC):
-        return ParquetFile(path)
+        return ParquetFile(path, name)
     if head.startswith(IPC_MAGIC):
-        return IpcFile(path)
-    raise ValueError(f"{path} is neither a Parquet file nor an Arrow IPC (Feather v2) "
+        return IpcFile(path, name)
+    raise ValueError(f"{name or path} is neither a Parquet file nor an Arrow IPC (Feather v2) "
                      f"file (it starts with {head!r}). Arrow streams and Feather v1 "
                      "files: read them with pyarrow and pass the table.")
 
 
-def open_rows(table: Any, max_cache_bytes: int = MAX_CACHE_BYTES) -> TableRows:
+def open_rows(table: Any, max_cache_bytes: int = MAX_CACHE_BYTES,
+              store: Any = None) -> TableRows:
     """The rows of `table`: a pyarrow.Table or RecordBatch, a pandas DataFrame, or
     Parquet / Arrow IPC file paths (a path, a glob pattern, or a list of them)."""
     max_cache_bytes = _checks.positive_int("max_cache_bytes", max_cache_bytes)
@@ -505,6 +513,10 @@ def open_rows(table: Any, max_cache_bytes: int = MAX_CACHE_BYTES) -> TableRows:
     rows = in_memory(table)
     if rows is not None:
         return rows
-    names = file_names(table)
+    names = file_names(table, store)
     pyarrow_module()
-    return FileRows([open_file(name) for name in names], max_cache_bytes)
+    # a remote object is read through its local copy (the store's: retried, checked, kept
+    # in `remote_cache` when given), by row group as a local file, named by its URL
+    return FileRows([open_file(store.local_copy(name, "table file"), name)
+                     if _urls.is_url(name) else open_file(name) for name in names],
+                    max_cache_bytes)
