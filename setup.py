@@ -49,6 +49,7 @@ EXTRAS["test"] = sorted(set(
     + EXTRAS["arrayrecord"] + EXTRAS["audio"] + EXTRAS["tables"]
     # a real S3 endpoint (moto's server mode) started by the tests themselves
     + ["moto[server]>=5", "webdataset>=0.2"]  # and webdataset, to compare shards with
+    + ["datasets>=2.14"]  # Hugging Face datasets, a table kerasgen reads (tests/test_tables.py)
     + ["imbalanced-learn>=0.12", "pytest>=7", "pytest-timeout>=2",
        "pytest-xdist>=3.5",  # make test runs the suite in two processes or more
        "pillow>=9", "ruff>=0.5", "mypy>=1.8"]

@@ -127,6 +127,8 @@ class TableGenerator(Generator):
         rows = open_rows(table, max_cache_bytes, store)
         if label_mode == "auto":
             label_mode = None if y_col is None else _auto_mode(rows, y_col)
+        if class_names is None and y_col is not None:
+            class_names = rows.class_names(y_col)  # a Hugging Face ClassLabel's names
         if label_mode is not None and y_col is None:
             raise ValueError(f"label_mode={label_mode!r} needs the label column: pass "
                              "`y_col`. Received: y_col=None.")

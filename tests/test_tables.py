@@ -512,3 +512,35 @@ def test_a_parquet_table_of_images_on_the_s3_server_trains(s3, image_rows, tmp_p
                               keras.layers.Dense(2)])
     model.compile("adam", keras.losses.SparseCategoricalCrossentropy(from_logits=True))
     assert np.isfinite(model.fit(remote, epochs=1, verbose=0).history["loss"]).all()
+
+
+def test_a_hugging_face_dataset_with_an_image_column_trains(image_rows, tmp_path):
+    """A Hugging Face `datasets.Dataset` saved to disk and loaded back (memory-mapped
+    Arrow), shuffled by `datasets` (a row mapping), with an `Image` column and a
+    `ClassLabel`: its rows in the dataset's order, its class names, pickled by path, and
+    trained through fit."""
+    datasets = pytest.importorskip("datasets")
+    import keras
+
+    _, rows = image_rows
+    features = datasets.Features({"image": datasets.Image(),
+                                  "label": datasets.ClassLabel(names=["ant", "bee"])})
+    saved = datasets.Dataset.from_dict(
+        {"image": [{"bytes": r["image"], "path": None} for r in rows],
+         "label": [["ant", "bee"].index(r["label"]) for r in rows]}, features=features)
+    saved.save_to_disk(str(tmp_path / "ds"))
+    ds = datasets.load_from_disk(str(tmp_path / "ds")).shuffle(seed=4)
+    order = [int(i) for i in ds._indices.column(0).to_pylist()]
+    gen = TableGenerator(ds, image_col="image", y_col="label", image_size=(8, 8),
+                         batch_size=4, shuffle=False, verbose=0)
+    assert gen.class_names == ["ant", "bee"]
+    plain = TableGenerator(pa.table({"image": [rows[i]["image"] for i in order],
+                                     "label": [rows[i]["label"] for i in order]}),
+                           image_col="image", y_col="label", image_size=(8, 8),
+                           batch_size=4, shuffle=False, verbose=0)
+    assert_same(batches(gen, 1), batches(plain, 1))
+    assert len(pickle.dumps(gen.rows)) < 10_000  # the files' paths, not the images
+    model = keras.Sequential([keras.Input((8, 8, 3)), keras.layers.Flatten(),
+                              keras.layers.Dense(2)])
+    model.compile("adam", keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    assert np.isfinite(model.fit(gen, epochs=1, verbose=0).history["loss"]).all()

@@ -10,8 +10,8 @@ offset), and `take` reads only the groups its rows lie in, the selected columns 
 keeping a few decoded groups in a bytes-bounded LRU (`GroupCache`), thread-safe. A
 reader pickles without its open files and cache; they are opened again, lazily, in the
 process that reads. A Hugging Face `datasets.Dataset` is an Arrow table underneath
-(`dataset.data.table`, with `dataset._indices` mapping its rows): it can come in as an
-`ArrowRows` of that table.
+(`dataset.data`, with `dataset._indices` mapping its rows): it comes in as an
+`ArrowRows` of that table and that mapping.
 
 pyarrow is imported when a table is read (`pyarrow_module`), never at import time.
 """
@@ -88,6 +88,11 @@ class TableRows:
         reading the column's values; None: none (or not known yet)."""
         return None
 
+    def class_names(self, name: str) -> list[str] | None:
+        """The class names the table itself gives column `name` (a Hugging Face
+        `ClassLabel`), or None."""
+        return None
+
     def check_columns(self, names: Iterable[str], argument: str) -> None:
         for name in names:
             if name not in self.columns:  # as CSVGenerator says it
@@ -105,12 +110,22 @@ def first_null(array: Any) -> int | None:
 
 
 class ArrowRows(TableRows):
-    """An in-memory pyarrow.Table (a DataFrame converted once; a Hugging Face dataset's
-    table later)."""
+    """An in-memory pyarrow.Table (a DataFrame converted once), or a Hugging Face
+    dataset's table: its memory-mapped Arrow table (pickled by its files' paths, as
+    `datasets` pickles it) seen through the dataset's row mapping (`index`: row i is
+    row index[i] of the table, after a `shuffle`, `select` or `train_test_split`)."""
 
-    def __init__(self, table: Any, name: str = "the table") -> None:
-        self.table = table
+    def __init__(self, table: Any, name: str = "the table", index: Any = None,
+                 class_names: dict[str, list[str]] | None = None) -> None:
+        self.data = table  # a pyarrow.Table, or a datasets.table.Table around one
         self.name = name
+        self.index = None if index is None else np.asarray(index, np.int64)
+        self.labels_named = dict(class_names or {})
+
+    @property
+    def table(self) -> Any:
+        """The pyarrow.Table."""
+        return getattr(self.data, "table", self.data)
 
     @property
     def schema(self) -> Any:
@@ -118,22 +133,35 @@ class ArrowRows(TableRows):
 
     @property
     def num_rows(self) -> int:
-        return int(self.table.num_rows)
+        return int(self.table.num_rows) if self.index is None else len(self.index)
 
     def column(self, name: str) -> Any:
-        return self.table.column(name)
+        column = self.table.column(name)
+        return column if self.index is None else column.take(self.index)
 
     def take(self, indices: Sequence[int] | np.ndarray, columns: Sequence[str]) -> Any:
-        return self.table.select(list(columns)).take(np.asarray(indices, np.int64))
+        rows = np.asarray(indices, np.int64)
+        if self.index is not None:
+            rows = self.index[rows]
+        return self.table.select(list(columns)).take(rows)
 
     def null_rows(self, name: str) -> int | None:
-        return first_null(self.table.column(name))
+        return first_null(self.column(name))
+
+    def class_names(self, name: str) -> list[str] | None:
+        return self.labels_named.get(name)
 
 
 def in_memory(table: Any) -> ArrowRows | None:
-    """The rows of a pyarrow Table, RecordBatch or pandas DataFrame, or None for anything
-    else (a path, say)."""
+    """The rows of a pyarrow Table, RecordBatch, pandas DataFrame or Hugging Face
+    `datasets.Dataset`, or None for anything else (a path, say)."""
     module = type(table).__module__.split(".")[0]
+    if module == "datasets" and hasattr(table, "data") and hasattr(table, "features"):
+        indices = getattr(table, "_indices", None)  # the rows a shuffle or select kept
+        named = {name: list(feature.names) for name, feature in table.features.items()
+                 if isinstance(getattr(feature, "names", None), list)}  # ClassLabel
+        return ArrowRows(table.data, "the dataset",
+                         None if indices is None else indices.column(0).to_numpy(), named)
     if module == "pandas" and type(table).__name__ == "DataFrame":
         pa = pyarrow_module()
         return ArrowRows(pa.Table.from_pandas(table, preserve_index=False), "the DataFrame")
