@@ -369,16 +369,15 @@ def _strings_in(batch):
     backend's to carry."""
     from kerasgen.arrays import batching
 
-    leaves = batching.leaves_of(batch)
-    for name, leaf in zip(batching.names_of(batch), leaves):
+    for k, leaf in enumerate(batching.leaves_of(batch)):
         dtype = getattr(leaf, "dtype", None)
         if not isinstance(dtype, np.dtype) or dtype.kind not in "USO":
             continue
         if dtype.kind == "O" and not any(isinstance(v, (str, bytes))
                                          for v in leaf.flat[:64]):
             continue
-        return name, dtype
-    return None
+        return batching.names_of(batch)[k], dtype  # named only when found: every
+    return None  # batch of every generator passes here
 
 
 def refuse_strings(batch, gen):
