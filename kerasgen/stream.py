@@ -59,6 +59,7 @@ from kerasgen.arrays import batching
 from kerasgen.formats.base import KEYS, CallableRecords, Item, ReadShard, ShardReader, open_shard  # noqa: F401  (see Shards below)
 from kerasgen.formats.compression import ShardStream  # noqa: F401
 from kerasgen.formats.names import check_exists, shard_names
+from kerasgen.formats.table_shards import TableShardRecords
 from kerasgen.formats.tar import tar_samples  # noqa: F401
 from kerasgen.formats.tfrecord import (
     TFRecordRecords,
@@ -86,8 +87,8 @@ from kerasgen.storage import remote as _remote
 if TYPE_CHECKING:
     import tensorflow as tf
 
-READERS = ("webdataset", "tfrecord")
-Reader = Literal["webdataset", "tfrecord"]  # READERS
+READERS = ("webdataset", "tfrecord", "parquet", "arrow")
+Reader = Literal["webdataset", "tfrecord", "parquet", "arrow"]  # READERS
 LABEL_MODES = ("int", "categorical", "binary", None)
 StreamLabelMode = Literal["int", "categorical", "binary"]  # LABEL_MODES, less None
 ShardPaths = Union[str, "os.PathLike[str]", Sequence[Union[str, "os.PathLike[str]"]]]
@@ -121,10 +122,10 @@ class StreamGenerator(PyDataset):
             in ranges under kerasgen's retry budget, docs/remote.md),
             glob patterns, WebDataset's brace notation, or a list of them; for a
             callable `records`, any names it reads.
-        records: how a shard is read: "webdataset" (tar files, plain or gzip/bzip2/xz
-            compressed, members grouped into samples by key as webdataset does),
-            "tfrecord" (tf.train.Example records), or a callable `fn(shard) -> iterable
-            of records`, each (x, label), a dict, or x alone (label_mode=None).
+        records: how a shard is read: "webdataset" (tar files, plain or compressed,
+            samples grouped by key), "tfrecord" (tf.train.Example records), "parquet" or
+            "arrow" (the rows of Parquet / Arrow IPC files: docs/remote.md), or a callable
+            `fn(shard) -> iterable of records`, each (x, label), a dict, or x alone.
         image_key: where x is: a webdataset field ("jpg;png;jpeg" by default;
             alternatives separated by ";"), a feature name ("image"), or the key of a
             callable's dict records.
@@ -468,14 +469,23 @@ def _reader(records: Any, shards: Any, image_key: str | None, label_key: str | N
         return CallableRecords(records, shard_names(shards, "shard", store), image_key,
                                label_key, labeled)
     if records not in READERS:
-        _checks.fail("records", "'webdataset', 'tfrecord' or a callable "
-                     "fn(shard) -> iterable of records", records,
+        _checks.fail("records", "'webdataset', 'tfrecord', 'parquet', 'arrow' or a "
+                     "callable fn(shard) -> iterable of records", records,
                      TypeError if not isinstance(records, str) else ValueError)
     if records == "webdataset" and compression_type is not None:
         _checks.fail("compression_type", "None with records='webdataset' (compressed tar "
                      "shards are recognised by their first bytes)", compression_type)
+    if records in ("parquet", "arrow") and compression_type is not None:
+        _checks.fail("compression_type", f"None with records={records!r} (a Parquet or "
+                     "Arrow IPC file's columns say how they are compressed)",
+                     compression_type)
     reader: ShardReader
-    if records == "tfrecord":
+    if records in ("parquet", "arrow"):
+        names = shard_names(shards, "Parquet or Arrow IPC file", store)
+        check_exists(names, store)  # before the first one's schema is read
+        reader = TableShardRecords(names, image_key, label_key, labeled, store,
+                                   max_record_bytes, records)
+    elif records == "tfrecord":
         compression = tfrecord_mod.check_compression(compression_type)
         names = shard_names(shards, "TFRecord file", store)
         reader = TFRecordRecords(names, image_key, label_key, labeled, store, compression,

@@ -340,7 +340,7 @@ def test_arguments_are_checked_up_front(tars, tmp_path):
     with pytest.raises(ValueError, match="`seed` must be an integer with num_hosts > 1"):
         StreamGenerator(tars, num_hosts=2)
     with pytest.raises(ValueError, match="`records` must be 'webdataset', 'tfrecord'"):
-        StreamGenerator(tars, records="parquet")
+        StreamGenerator(tars, records="feather")
     with pytest.raises(ValueError, match="categorical' needs `num_classes` or "
                                          "`class_names`"):
         StreamGenerator(tars, label_mode="categorical")

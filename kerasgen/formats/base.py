@@ -15,7 +15,8 @@ from kerasgen.storage import remote as _remote
 
 # (image_key, label_key) by default, by reader kind
 KEYS = {"webdataset": ("jpg;png;jpeg", "cls"), "tfrecord": ("image", "label"),
-        "arrayrecord": ("image", "label"), "callable": ("image", "label")}
+        "arrayrecord": ("image", "label"), "callable": ("image", "label"),
+        "parquet": ("image", "label"), "arrow": ("image", "label")}
 OPEN_PER_THREAD = 16  # shard files a thread keeps open (least recently used closed)
 
 Item = tuple[int, int, Any]  # (shard number, record number in the shard, raw record)

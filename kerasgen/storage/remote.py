@@ -290,6 +290,23 @@ class Store:
         return io.BufferedReader(_Ranges(self, fs, path, url, self.catalog.sizes.get(canon), what),
                                  buffer_size=STREAM_BLOCK)
 
+    def open_ranges(self, url: str, what: str = "shard",
+                    buffer_size: int = 1 << 20) -> IO[bytes]:
+        """`open_stream`, seekable: each read fetches one range from where the file
+        stands (a Parquet or IPC reader reads the footer first, then the columns it
+        needs), buffered by `buffer_size` bytes. The object's size is asked once."""
+        remember(url)
+        fs, path = self.fs.filesystem(url)
+        canon = self.fs.url(fs, path)
+        if canon not in self.catalog.sizes and not self.catalog.info(url, what):
+            self.catalog.missing(url, what)
+        size = self.catalog.sizes.get(canon)
+        if size is None:
+            raise OSError(_redact.redact(f"The store gives no size of the {what} {url}: it "
+                                         "cannot be read by ranges."))
+        return io.BufferedReader(_Ranges(self, fs, path, url, size, what),
+                                 buffer_size=buffer_size)
+
     def local_copy(self, url: str, what: str = "shard") -> str:
         """A local file holding the object `url`: its path in the cache (downloaded
         first when absent, in one stream, restarted on a transfer error). Copied again
@@ -335,8 +352,9 @@ class Store:
 
 
 class _Ranges(io.RawIOBase):
-    """The raw reader behind `Store.open_stream`: `readinto` fetches the next range of
-    the object (`size` bytes, or until a range comes back short where it is unknown)."""
+    """The raw reader behind `Store.open_stream` and `open_ranges`: `readinto` fetches
+    the next range of the object (`size` bytes, or until a range comes back short where
+    it is unknown); seekable where the size is known."""
 
     def __init__(self, store: Store, fs: Any, path: str, url: str, size: int | None,
                  what: str) -> None:
@@ -346,6 +364,19 @@ class _Ranges(io.RawIOBase):
 
     def readable(self) -> bool:
         return True
+
+    def seekable(self) -> bool:
+        return self.size is not None
+
+    def tell(self) -> int:
+        return self.pos
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        if self.size is None:
+            raise io.UnsupportedOperation("seek: the object's size is not known")
+        base = {io.SEEK_SET: 0, io.SEEK_CUR: self.pos, io.SEEK_END: self.size}[whence]
+        self.pos = max(0, base + offset)
+        return self.pos
 
     def readinto(self, buffer: Any) -> int:
         want = len(buffer)
