@@ -2,8 +2,9 @@
 (Feather v2) files or Parquet files, read by row number (`formats.table_rows`), each
 batch only its rows (a Parquet file's row groups, an IPC file's record batches, those
 its rows lie in). A thin builder: the reader, the source (`sources._table`: numeric and
-list columns, or an image column decoded by the one `ImageLoader`, labels of one column
-through the label modes) and one `ImageOptions`, handed to `Generator`.
+list columns, an image column decoded by the one `ImageLoader`, or both as a two-input
+sample; labels of one column through the label modes) and one `ImageOptions`, handed to
+`Generator`.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from kerasgen._typing import (Cache, ColorMode, Decoder, ImageSize, Interpolatio
 from kerasgen.base import Generator
 from kerasgen.builders.common import check_common, worker_processes
 from kerasgen.formats.base import SampleVersions
+from kerasgen.formats.table_copy import copied_if_needed
 from kerasgen.formats.table_rows import (MAX_CACHE_BYTES, FileRows, TableRows, open_rows,
                                          pyarrow_module)
 from kerasgen.loading import images
@@ -24,8 +26,8 @@ from kerasgen.loading.image_loader import ImageLoader
 from kerasgen.loading.options import ImageOptions
 from kerasgen.storage import remote as _remote
 from kerasgen.storage.remote_cache import RemoteCache
-from kerasgen.sources._table import (ImageCells, TableFeatures, TableImages, XCol,
-                                     table_labels, x_columns)
+from kerasgen.sources._table import (ImageCells, TableFeatures, TableImages,
+                                     TableImagesAndFeatures, XCol, table_labels, x_columns)
 
 # the label modes a table's label column takes ("auto": see TableGenerator)
 TABLE_LABEL_MODES = ("int", "categorical", "binary", "multi_label", "raw")
@@ -35,8 +37,9 @@ LABEL_MODES = TABLE_LABEL_MODES + ("auto", None)
 
 
 class TableGenerator(Generator):
-    """Batches of the rows of a table: numeric columns as features, or a column of
-    encoded images decoded as the image generators decode files; labels from one column.
+    """Batches of the rows of a table: numeric columns as features, a column of encoded
+    images decoded as the image generators decode files, or both (a dict of inputs);
+    labels from one column.
 
     Args:
         table: a pyarrow.Table (or RecordBatch); a pandas DataFrame (converted to Arrow
@@ -49,7 +52,8 @@ class TableGenerator(Generator):
         x_col: the features: a numeric column ((n,) batches; a list column of numbers,
             each row one length: (n, length)); a list of them ((n, k): side by side, a
             list column taking its length); or {input name: column or columns} (dict
-            batches, for a model with named inputs). Not with `image_col`.
+            batches, for a model with named inputs). With `image_col`: one column (its
+            input named after it) or a dict, beside the image (see below).
         y_col: the label column: class ids or class names for "int", "categorical",
             "binary" (names mapped to ids as every kerasgen generator maps them: sorted,
             or as `class_names` says); lists of labels for "multi_label"; numbers or
@@ -57,7 +61,12 @@ class TableGenerator(Generator):
         image_col: a column of encoded images (PNG, JPEG, ... bytes), of image paths, or
             of {"bytes", "path"} structs (Hugging Face's `Image` feature), decoded by
             kerasgen's ImageLoader with the image options below (as TFRecordGenerator
-            decodes its records). Not with `x_col`.
+            decodes its records). With `x_col` too, x is a dict for a two-input model:
+            {image_col: images (n, h, w, c), **x_col's inputs}; one row gives both
+            parts always (a bad image skipped with on_error="skip" stands in by another
+            row of its class, features and all); SMOTE blends both with one partner
+            and weight, its neighbours found in the x columns; `augment` and `rescale`
+            apply to the images alone.
         label_mode: "auto" (default): None without `y_col`; with it "raw" when the
             column holds floats or lists of numbers, "multi_label" for lists of class
             names, else "int". Or "int", "categorical",
@@ -70,6 +79,14 @@ class TableGenerator(Generator):
         max_cache_bytes: the decoded row groups (record batches) of files kept in
             memory for the next batches, least recently used dropped (default 256 MiB;
             at least the last one read is kept). Each worker process has its own.
+        arrow_copy: for Parquet files read in a shuffled or sampled order. None
+            (default): where the columns read hold more than `max_cache_bytes` (a
+            shuffled batch would read its row groups again: `datasets` writes groups of
+            up to 100 MB), those columns are copied once into an uncompressed,
+            memory-mapped Arrow file in `remote_cache` (keyed by the file's version;
+            else this process's temporary folder), as `datasets` converts Parquet
+            before reading it; rows are still named by the Parquet file. True: always;
+            False: never (read by row group).
         image_size: for `image_col`: (height, width) every image is resized to; the
             other image options (`color_mode`, `interpolation`, `crop_to_aspect_ratio`,
             `pad_to_aspect_ratio`, `rescale`, `decoder`, `on_error`, `decode_threads`,
@@ -98,7 +115,7 @@ class TableGenerator(Generator):
                  label_mode: TableLabelMode | Literal["auto"] | None = "auto",
                  class_names: Sequence[str] | None = None, num_classes: int | None = None,
                  label_delimiter: str | None = "|",
-                 max_cache_bytes: int = MAX_CACHE_BYTES,
+                 max_cache_bytes: int = MAX_CACHE_BYTES, arrow_copy: bool | None = None,
                  image_size: ImageSize = (256, 256), color_mode: ColorMode = "rgb",
                  interpolation: Interpolation = "bilinear",
                  crop_to_aspect_ratio: bool = False, pad_to_aspect_ratio: bool = False,
@@ -111,20 +128,24 @@ class TableGenerator(Generator):
         _checks.labels_come_from(self, common, "the `y_col` column (y_col=...)")
         check_common(self, common)
         _checks.one_of("label_mode", label_mode, LABEL_MODES)
-        if (x_col is None) == (image_col is None):
+        if x_col is None and image_col is None:
             raise ValueError(
-                "TableGenerator reads x from `x_col` (numeric columns) or from `image_col` "
-                f"(encoded images): pass one of them. Received: x_col={x_col!r}, "
-                f"image_col={image_col!r}.")
+                "TableGenerator reads x from `x_col` (numeric columns), from `image_col` "
+                "(encoded images), or from both (a two-input model): pass one of them or "
+                "both. Received: x_col=None, image_col=None.")
         if x_col is not None:
             x_columns(x_col)  # its form, before a file is read
         if image_col is not None and not isinstance(image_col, str):
             _checks.fail("image_col", "a column name (str)", image_col, TypeError)
+        inputs = None if x_col is None or image_col is None else _inputs(x_col, image_col)
         if y_col is not None and not isinstance(y_col, str):
             _checks.fail("y_col", "one column name (str)", y_col, TypeError)
         options = ImageOptions.of(locals()).for_dtype(common.get("dtype", "float32"))
         store = _remote.Store(storage_options, _remote.check_cache(remote_cache))
         rows = open_rows(table, max_cache_bytes, store)
+        ordered = common.get("shuffle", True) is False and common.get("sampler") is None
+        rows = copied_if_needed(rows, _columns(x_col, image_col, y_col), arrow_copy,
+                                ordered, store, verbose)
         if label_mode == "auto":
             label_mode = None if y_col is None else _auto_mode(rows, y_col)
         if class_names is None and y_col is not None:
@@ -138,10 +159,13 @@ class TableGenerator(Generator):
                                   label_delimiter)
         self.rows, self.x_col, self.y_col, self.image_col = rows, x_col, y_col, image_col
         self._image_options = options
-        source: TableFeatures | TableImages
+        source: TableFeatures | TableImages | TableImagesAndFeatures
         if image_col is not None:
             source = _image_source(rows, image_col, labels, class_names, options,
                                    worker_processes(common))
+            if inputs is not None:
+                source = TableImagesAndFeatures(source, TableFeatures(rows, inputs),
+                                                image_col)
         else:
             assert x_col is not None
             source = TableFeatures(rows, x_col, labels, class_names)
@@ -172,6 +196,34 @@ class TableGenerator(Generator):
     def skipped(self) -> list[str]:
         """The rows skipped so far (on_error="skip": their image could not be decoded)."""
         return [] if self.loader is None else _redact.redact_all(self.loader.skipped)
+
+
+def _columns(x_col: XCol | None, image_col: str | None, y_col: str | None) -> list[str]:
+    """The columns a generator reads, in the order they are named."""
+    named = x_columns(x_col) if x_col is not None else []
+    if isinstance(named, dict):
+        named = [c for columns in named.values() for c in columns]
+    return ([named] if isinstance(named, str) else list(named)) + [
+        c for c in (image_col, y_col) if c is not None]
+
+
+def _inputs(x_col: XCol, image_col: str) -> XCol:
+    """The x columns beside an image column: one column (its input named after it) or
+    a dict {input name: column or columns}; a list is refused (no name to give it), as
+    is an input named as the image column."""
+    if not isinstance(x_col, (str, Mapping)):
+        raise ValueError(
+            "With `image_col`, batches are dicts of named inputs, so `x_col` must be one "
+            "column (its input is named after it) or a dict {input name: column or "
+            f"columns}}. Received: x_col={x_col!r}, image_col={image_col!r}. Pass, for "
+            f"instance, x_col={{'meta': {list(x_col)!r}}}.")
+    if image_col in ([x_col] if isinstance(x_col, str) else x_col):
+        raise ValueError(
+            f"The image input is named after `image_col` ({image_col!r}), so `x_col` "
+            f"cannot name an input {image_col!r} too. Received: x_col={x_col!r}, "
+            f"image_col={image_col!r}. Name the x columns' input otherwise "
+            "(x_col={'meta': [...]}).")
+    return x_col
 
 
 def _auto_mode(rows: TableRows, y_col: str) -> TableLabelMode:

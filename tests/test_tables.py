@@ -133,8 +133,9 @@ def test_x_col_forms(table):
     with pytest.raises(ValueError, match=r"`x_col` must name a column of the table\. "
                                          r"Received: x_col='nope'"):
         TableGenerator(table, x_col=["nope"])
-    with pytest.raises(ValueError, match=r"pass one of them"):
-        TableGenerator(table, x_col="a", image_col="image")
+    with pytest.raises(ValueError, match=r"`image_col` must name a column of the table\. "
+                                         r"Received: image_col='image'"):
+        TableGenerator(table, x_col="a", image_col="image")  # both: see test_an_image_*
     ragged = pa.table({"s": pa.array([[1.0], [1.0, 2.0]])})
     with pytest.raises(ValueError, match=r"one length \(1.*list of 2 at row 1 of the table"):
         TableGenerator(ragged, x_col="s", shuffle=False, batch_size=2)[0]
@@ -376,9 +377,16 @@ def test_worker_threads_and_processes_give_the_same_batches(inputs, image_rows, 
                        "label": [r["label"] for r in rows]})
     path = str(tmp_path / "images.parquet")
     pq.write_table(images, path, row_group_size=3)
+    both = pa.table({"image": pa.array([r["image"] for r in rows], pa.binary()),
+                     "id": np.arange(len(rows)), "label": [r["label"] for r in rows]})
+    both_path = str(tmp_path / "both.parquet")  # an image column beside an x column
+    pq.write_table(both, both_path, row_group_size=4)
     for table, kwargs in ((inputs[given], FEATURES),
                           (path, dict(image_col="image", y_col="label", image_size=(6, 6),
-                                      batch_size=3, seed=1, verbose=0))):
+                                      batch_size=3, seed=1, verbose=0)),
+                          (both_path, dict(image_col="image", x_col={"meta": "id"},
+                                           y_col="label", image_size=(6, 6), batch_size=3,
+                                           seed=1, verbose=0))):
         one = batches(TableGenerator(table, **kwargs), epochs=1)
         for workers in (dict(workers=2), dict(workers=2, use_multiprocessing=True)):
             assert_same(batches(TableGenerator(table, **kwargs, **workers), epochs=1), one)
@@ -456,8 +464,8 @@ def test_review_mends(inputs, table, tmp_path):
 
 def test_an_image_column_reads_each_row_group_once_per_batch(image_rows, tmp_path,
                                                               monkeypatch):
-    """A batch's image cells are read in one take: with a cache of one group, a shuffled
-    epoch reads each batch's row groups once per batch, not once per row, and the
+    """A batch's image cells are read in one take: with a cache of one group (and no
+    Arrow copy: tests/test_table_copy.py), a shuffled epoch reads each batch's row groups once per batch, not once per row, and the
     pixels are those of the rows asked for."""
     _, rows = image_rows
     path = str(tmp_path / "images.parquet")
@@ -474,7 +482,7 @@ def test_an_image_column_reads_each_row_group_once_per_batch(image_rows, tmp_pat
     make = lambda **kw: TableGenerator(path, image_col="image", y_col="label",  # noqa: E731
                                        image_size=(8, 8), batch_size=4, seed=2,
                                        verbose=0, **kw)
-    gen = make(max_cache_bytes=1, prefetch=0)
+    gen = make(max_cache_bytes=1, prefetch=0, arrow_copy=False)  # by row group
     expected = sum(len({int(k) // 3 for k in gen.epoch_plan()[b * 4:b * 4 + 4]})
                    for b in range(len(gen)))
     reads.clear()
@@ -544,3 +552,168 @@ def test_a_hugging_face_dataset_with_an_image_column_trains(image_rows, tmp_path
                               keras.layers.Dense(2)])
     model.compile("adam", keras.losses.SparseCategoricalCrossentropy(from_logits=True))
     assert np.isfinite(model.fit(gen, epochs=1, verbose=0).history["loss"]).all()
+
+
+# ---------------------------------------------------------- an image column beside x columns
+def id_rows(n=18, bad=(), labels=None):
+    """Rows whose image is one grey level, its row id (PNG: lossless), beside columns of
+    the id; `bad` rows hold bytes that are no image."""
+    encoded = [b"not an image" if i in bad else
+               cv2.imencode(".png", np.full((5, 7, 3), i, np.uint8))[1].tobytes()
+               for i in range(n)]
+    labels = [CLASSES[i % 3] for i in range(n)] if labels is None else labels
+    return pa.table({"image": pa.array(encoded, pa.binary()),
+                     "id": pa.array(np.arange(n), pa.int64()),
+                     "half": pa.array(np.arange(n) * 0.5, pa.float64()),
+                     "vec": pa.array([[float(i), -1.0] for i in range(n)],
+                                     pa.list_(pa.float32(), 2)),
+                     "label": labels})
+
+
+def assert_aligned(x, y=None, class_of=None):
+    """The image of each row is its id's grey level, as the features say."""
+    ids = x["id"].reshape(len(x["id"]), -1)[:, 0]
+    np.testing.assert_array_equal(x["image"][:, 0, 0, 0], ids)
+    assert (x["image"] == x["image"][:, :1, :1, :1]).all()
+    if y is not None and class_of is not None:
+        np.testing.assert_array_equal(y, class_of(ids.astype(int)))
+
+
+@pytest.mark.parametrize("shuffle", [dict(shuffle=False), dict(seed=3)])
+def test_an_image_column_beside_x_columns_gives_both_parts_of_each_row(tmp_path, shuffle):
+    table = id_rows()
+    path = str(tmp_path / "rows.parquet")
+    pq.write_table(table, path, row_group_size=5)
+    common = dict(y_col="label", batch_size=4, **shuffle)
+    image = dict(image_col="image", image_size=(4, 6), verbose=0)
+    images = batches(TableGenerator(path, **image, **common))
+    for x_col in ({"id": "id", "meta": ["half", "vec"]}, "id"):
+        both = TableGenerator(path, x_col=x_col, **image, **common)
+        features = batches(TableGenerator(path, x_col=x_col, **common))
+        assert both.class_names == CLASSES and len(both) == 5
+        for e, epoch in enumerate(batches(both)):
+            for b, (x, y) in enumerate(epoch):
+                names = ["image"] + (list(x_col) if isinstance(x_col, dict) else [x_col])
+                assert list(x) == names and x["image"].shape[1:] == (4, 6, 3)
+                np.testing.assert_array_equal(x["image"], images[e][b][0])
+                np.testing.assert_array_equal(y, images[e][b][1])
+                np.testing.assert_array_equal(y, features[e][b][1])
+                rest = features[e][b][0]
+                for name in names[1:]:
+                    np.testing.assert_array_equal(
+                        x[name], rest[name] if isinstance(rest, dict) else rest)
+                assert_aligned(x, y, lambda ids: ids % 3)
+    x, _ = TableGenerator(table, x_col="id", image_col="image", image_size=(4, 6),
+                          y_col="label", shuffle=False, verbose=0)[0]
+    assert x["id"].shape == (18,) and x["image"].dtype == np.float32
+
+
+def test_samplers_keep_image_and_features_of_one_row(tmp_path):
+    labels = ["cat"] * 14 + ["dog"] * 4  # dog rows are repeated, or synthesised
+    table = id_rows(labels=labels)
+    common = dict(image_col="image", x_col={"id": "id", "meta": ["half", "vec"]},
+                  y_col="label", image_size=(3, 3), batch_size=7, seed=2, verbose=0)
+    over = TableGenerator(table, **common, sampler=kg.samplers.RandomOverSampler(seed=2))
+    seen = []
+    for x, y in batches(over, epochs=2)[1]:
+        assert_aligned(x, y, lambda ids: (ids >= 14).astype(int))
+        np.testing.assert_array_equal(x["meta"][:, 1], x["id"][:, 0])  # vec's first: id
+        seen.extend(x["id"][:, 0].tolist())
+    assert len(seen) == 28 and sum(i >= 14 for i in seen) == 14  # 4 dogs made 14
+    smote = TableGenerator(table, **common, sampler=kg.samplers.SMOTE(k_neighbors=2,
+                                                                      seed=2))
+    blended = 0
+    for x, y in batches(smote, epochs=1)[0]:
+        ids = x["id"][:, 0]
+        # both parts blended with one partner and weight (the image in whole grey levels)
+        assert np.abs(x["image"][:, 0, 0, 0] - ids).max() <= 0.5 + 1e-4
+        np.testing.assert_allclose(x["meta"][:, 0], ids / 2, atol=1e-5)
+        blended += int(np.sum(ids != np.round(ids)))
+        np.testing.assert_array_equal(y[ids > 13], 1)
+    assert blended > 0
+
+
+def test_a_skipped_bad_image_takes_its_stand_ins_features_too(tmp_path):
+    table = id_rows(bad=(4, 11))
+    path = str(tmp_path / "rows.parquet")
+    pq.write_table(table, path, row_group_size=6)
+    gen = TableGenerator(path, image_col="image", x_col={"id": "id", "meta": "vec"},
+                         y_col="label", image_size=(3, 3), batch_size=6, seed=0,
+                         on_error="skip", verbose=0)
+    with pytest.warns(UserWarning, match=r"row (4|11) of .*rows\.parquet"):
+        epoch = batches(gen, epochs=1)[0]
+    ids = []
+    for x, y in epoch:
+        assert_aligned(x, y, lambda ids: ids % 3)  # a stand-in of the bad row's class
+        np.testing.assert_array_equal(x["meta"][:, 0], x["id"][:, 0])
+        ids.extend(x["id"][:, 0].tolist())
+    assert 4 not in ids and 11 not in ids and len(ids) == 18
+    assert sorted(gen.skipped) == sorted(f"row {k} of {path}" for k in (4, 11))
+    raw = id_rows(bad=(4,)).set_column(4, "label", pa.array(np.arange(18) / 10.0))
+    with pytest.raises(ValueError, match=r"on_error='skip' replaces a bad image"):
+        TableGenerator(raw, image_col="image", x_col="id", y_col="label",
+                       on_error="skip", verbose=0)
+
+
+def test_image_and_x_columns_through_threads_state_cache_and_augment(tmp_path):
+    path = str(tmp_path / "rows.parquet")
+    pq.write_table(id_rows(), path, row_group_size=4)
+    common = dict(image_col="image", x_col={"id": "id", "meta": ["half", "vec"]},
+                  y_col="label", image_size=(3, 3), batch_size=5, seed=4, verbose=0)
+    one = batches(TableGenerator(path, **common), epochs=1)  # processes: the test above
+    for options in (dict(workers=2), dict(cache="memory")):
+        assert_same(batches(TableGenerator(path, **common, **options), epochs=1), one)
+    gen = TableGenerator(path, **common)
+    gen.on_epoch_end()
+    gen[0]
+    state, rest = gen.get_state(), [gen[i] for i in range(1, len(gen))]
+    again = TableGenerator(path, **common)
+    again.set_state(state)
+    assert_same([[again[i] for i in range(1, len(again))]], [rest])
+
+    def invert(image, rng):  # the image alone is augmented
+        return 255 - image
+
+    x, _ = TableGenerator(path, **common, augment=invert, rescale=1 / 255,
+                          shuffle=False)[0]
+    np.testing.assert_allclose(x["image"][:, 0, 0, 0], (255 - x["id"][:, 0]) / 255, atol=1e-6)
+    np.testing.assert_array_equal(x["meta"][:, 0], x["id"][:, 0] / 2)  # not rescaled
+
+
+def test_image_and_x_columns_refused_naming_both():
+    table = id_rows(n=4)
+    with pytest.raises(ValueError, match=r"`x_col` must be one column .* or a dict.*"
+                                         r"x_col=\['id', 'half'\], image_col='image'.*"
+                                         r"x_col=\{'meta': \['id', 'half'\]\}"):
+        TableGenerator(table, image_col="image", x_col=["id", "half"])
+    for x_col in ("image", {"image": "id", "meta": "half"}):
+        with pytest.raises(ValueError, match=r"image input is named after `image_col` "
+                                             r"\('image'\), so `x_col` cannot name"):
+            TableGenerator(table, image_col="image", x_col=x_col)
+    with pytest.raises(ValueError, match=r"pass one of them or both. Received: "
+                                         r"x_col=None, image_col=None"):
+        TableGenerator(table, y_col="label")
+    with pytest.raises(TypeError, match=r"`x_col` must name numeric columns.*'label'"):
+        TableGenerator(table, image_col="image", x_col={"meta": "label"})
+
+
+def test_a_two_input_model_trains_on_images_and_features(tmp_path):
+    import keras
+
+    path = str(tmp_path / "rows.parquet")
+    pq.write_table(id_rows(), path, row_group_size=5)
+    gen = TableGenerator(path, image_col="image", x_col={"meta": ["half", "vec"]},
+                         y_col="label", image_size=(8, 8), batch_size=6, seed=0,
+                         rescale=1 / 255, verbose=0)
+    image, meta = keras.Input((8, 8, 3), name="image"), keras.Input((3,), name="meta")
+    joined = keras.layers.Concatenate()([keras.layers.Flatten()(image), meta])
+    model = keras.Model({"image": image, "meta": meta}, keras.layers.Dense(3)(joined))
+    model.compile("adam", keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    history = model.fit(gen, epochs=2, verbose=0)
+    assert len(history.history["loss"]) == 2
+    assert np.isfinite(history.history["loss"]).all()
+    in_order = TableGenerator(path, image_col="image", x_col={"meta": ["half", "vec"]},
+                              image_size=(8, 8), batch_size=6, shuffle=False,
+                              rescale=1 / 255, verbose=0)  # unlabeled: x alone
+    assert set(in_order[0]) == {"image", "meta"}
+    assert model.predict(in_order, verbose=0).shape == (18, 3)

@@ -21,6 +21,7 @@ from __future__ import annotations
 import collections
 import glob
 import importlib
+import json
 import os
 import threading
 from collections.abc import Iterable, Sequence
@@ -90,8 +91,9 @@ class TableRows:
 
     def class_names(self, name: str) -> list[str] | None:
         """The class names the table itself gives column `name` (a Hugging Face
-        `ClassLabel`), or None."""
-        return None
+        `ClassLabel`, as `datasets` writes it into the schema of its Parquet and Arrow
+        files), or None."""
+        return hub_class_names(self.schema, name)
 
     def check_columns(self, names: Iterable[str], argument: str) -> None:
         for name in names:
@@ -99,6 +101,17 @@ class TableRows:
                 raise ValueError(f"`{argument}` must name a column of {self.name}. "
                                  f"Received: {argument}={name!r}. Columns: "
                                  f"{self.columns}.")
+
+
+def hub_class_names(schema: Any, name: str) -> list[str] | None:
+    """The `ClassLabel` names of column `name` in the `huggingface` metadata of a
+    schema (what `datasets` writes), or None."""
+    try:
+        feature = json.loads(schema.metadata[b"huggingface"])["info"]["features"][name]
+        names = feature["names"] if feature.get("_type") == "ClassLabel" else None
+    except (TypeError, KeyError, ValueError, AttributeError):
+        return None
+    return [str(n) for n in names] if isinstance(names, list) else None
 
 
 def first_null(array: Any) -> int | None:
@@ -149,7 +162,7 @@ class ArrowRows(TableRows):
         return first_null(self.column(name))
 
     def class_names(self, name: str) -> list[str] | None:
-        return self.labels_named.get(name)
+        return self.labels_named.get(name) or super().class_names(name)
 
 
 def in_memory(table: Any) -> ArrowRows | None:

@@ -1,8 +1,9 @@
 """Samples that are rows of a table (`formats.table_rows`: an Arrow table, a DataFrame,
 Arrow IPC or Parquet files): `TableFeatures` (numeric and fixed-length list columns as
-x, an array or a dict of arrays for multi-input models) and `TableImages` (a column of
-encoded images, decoded by an `ImageLoader` whose read hook is `ImageCells`), with the
-labels of one column (`table_labels`). Each batch reads only its rows (`take`); a null
+x, an array or a dict of arrays for multi-input models), `TableImages` (a column of
+encoded images, decoded by an `ImageLoader` whose read hook is `ImageCells`) and
+`TableImagesAndFeatures` (both, one row's image and features as one two-input sample),
+with the labels of one column (`table_labels`). Each batch reads only its rows (`take`); a null
 in a used column is a ValueError naming the column and the row."""
 
 from __future__ import annotations
@@ -18,10 +19,11 @@ from kerasgen import _checks
 from kerasgen.arrays import batching
 from kerasgen.formats.table_rows import TableRows, first_null, pyarrow_module
 from kerasgen.labels import cells as label_cells
-from kerasgen.sources._batch_request import BatchRequest, load_each
+from kerasgen.sources._batch_request import BatchRequest, default_assemble, load_each
 from kerasgen.sources._image import ImageSource
 
-__all__ = ["ImageCells", "TableFeatures", "TableImages", "table_labels"]
+__all__ = ["ImageCells", "TableFeatures", "TableImages", "TableImagesAndFeatures",
+           "table_labels"]
 
 # x_col as given: a column, a list of columns, or {input name: column or columns}
 XCol = str | Sequence[str] | Mapping[str, str | Sequence[str]]
@@ -325,6 +327,146 @@ class TableImages(ImageSource):
             [request.indices, partners[partners >= 0]])
         with cells.batch(wanted):
             return super().load_batch(request)
+
+
+class TableImagesAndFeatures:
+    """A table's image column and its x columns as one sample of a two-input model:
+    x = {image name: the image, **the x columns' inputs} (a dict of arrays per batch;
+    one x column is the input named after it, as `TableFeatures` gives it).
+
+    One row gives both parts, always: the images are decoded first, each loader row
+    telling which row's image it holds (a bad image skipped with on_error="skip" stands
+    in by another row of its class), and the features are read for those rows. SMOTE
+    blends both parts with the same partner and weight, and searches its neighbours in
+    the x columns (`features`); augmentation transforms the image alone.
+
+    Args:
+        images: the image column's source (`TableImages`).
+        table_features: the x columns (`TableFeatures`): one column, or a dict of
+            inputs.
+        image_name: the image's key in x.
+    """
+
+    def __init__(self, images: ImageSource, table_features: TableFeatures,
+                 image_name: str) -> None:
+        x_col = table_features.x_col
+        if isinstance(x_col, list) or image_name in ([x_col] if isinstance(x_col, str)
+                                                     else x_col):
+            raise ValueError(f"The image input {image_name!r} needs x columns named "
+                             f"otherwise: one column, or a dict of inputs. Received: "
+                             f"x_col={x_col!r}.")
+        self.images, self.table_features, self.image_name = (images, table_features,
+                                                             image_name)
+        self.labels, self.class_names = images.labels, images.class_names
+
+    def __len__(self) -> int:
+        return len(self.images)
+
+    def describe(self, index: int) -> str:
+        return self.images.describe(index)
+
+    @property
+    def loader(self) -> Any:
+        return self.images.loader
+
+    @property
+    def rescale(self) -> float | None:
+        """The images' `rescale` (the features are never rescaled)."""
+        return self.images.rescale
+
+    @property
+    def file_paths(self) -> list[str]:
+        return self.images.file_paths
+
+    @property
+    def remote(self) -> bool:
+        return self.images.remote
+
+    def prefetch(self, indices: np.ndarray) -> None:
+        self.images.prefetch(indices)
+
+    def forget(self) -> None:
+        self.images.forget()
+
+    def pace(self, waited: bool) -> None:
+        self.images.pace(waited)
+
+    def check(self, dtype: str | None) -> None:
+        self.images.check(dtype)
+
+    def validate(self) -> list[str]:
+        return self.images.validate()
+
+    @property
+    def features(self) -> TableFeatureSpace:
+        """SMOTE's feature space: every x column side by side, read when asked."""
+        return TableFeatureSpace(TableFeatures(self.table_features.rows,
+                                               self.table_features.names))
+
+    def for_processes(self, processes: int) -> TableImagesAndFeatures:
+        images = self.images.for_processes(processes)
+        return self if images is self.images else TableImagesAndFeatures(
+            images, self.table_features, self.image_name)
+
+    def _named(self, features: Any) -> dict[str, Any]:
+        """The x columns' inputs: a dict as x_col's, or one column under its name."""
+        x_col = self.table_features.x_col
+        return {x_col: features} if isinstance(x_col, str) else features
+
+    def load(self, index: int) -> Any:
+        return {self.image_name: self.images.load(index),
+                **self._named(self.table_features.load(index))}
+
+    def load_batch(self, request: BatchRequest) -> tuple[Any, Any]:
+        """The batch's images (and SMOTE partners') decoded, the features of the rows
+        whose images were decoded read in one take, both blended with the same weights,
+        the images augmented, then each part converted (`rescale`: images only)."""
+        loader, indices, partners = self.images.loader, request.indices, request.partners
+        n = len(indices)
+        synthetic, wanted = np.zeros(0, np.int64), indices
+        if partners is not None:
+            synthetic = np.flatnonzero(partners >= 0)
+            wanted = np.concatenate([indices, partners[synthetic]])
+        pixels = np.empty((len(wanted),) + loader.sample_shape, loader.pixel_dtype)
+
+        def chunk(a: int, b: int) -> list[int]:
+            held: list[int] = []  # the row whose image each position holds
+            loader.load_rows(wanted[a:b], pixels[a:b], None, request.substitutes, held)
+            return held
+
+        cells = loader.read
+        loader.prefetch(wanted)
+        with cells.batch(wanted) if isinstance(cells, ImageCells) else (
+                contextlib.nullcontext()):
+            with request.stage("decode"):
+                loaded = np.asarray([row for part in loader.decode_pool.in_threads(
+                    len(wanted), chunk) for row in part], np.int64)
+        with request.stage("read"):
+            features = self._named(self.table_features.arrays(loaded))
+        image = pixels[:n]
+        if len(synthetic):
+            assert request.lams is not None
+            rows = np.zeros(n, bool)
+            rows[synthetic] = True
+            lams = request.lams[synthetic]
+            image = batching.blend_rows(image, pixels[n:], lams, rows)
+            features = {k: batching.blend_rows(v[:n].astype(np.float32), v[n:], lams, rows)
+                        for k, v in features.items()}
+        else:
+            features = {k: v[:n] for k, v in features.items()}
+        if request.augment is not None:
+            with request.stage("augment"):
+                done = [x for part in loader.decode_pool.in_threads(n, lambda a, b: [
+                    np.asarray(request.augmented(image[k], request.positions[k])[0])
+                    for k in range(a, b)]) for x in part]
+            with request.stage("assemble"):
+                image = default_assemble(request, self.describe)(done, indices)
+        with request.stage("assemble"):
+            x = {self.image_name: batching.convert(image, request.dtype, request.rescale,
+                                                   request.buffers)}
+            x.update(batching.convert(features, request.dtype, None, request.buffers,
+                                      lambda k: self.describe(int(loaded[k]))))
+        return x, None
 
 
 def table_labels(rows: TableRows, y_col: str, label_mode: str | None,
