@@ -195,7 +195,8 @@ KNOWN_NAMES = {
                     "kg.image_dataset_from_directory(data_format=...) transposes them"),
     "format": ("kerasgen generators are keras.utils.PyDataset objects, which every Keras "
                "backend reads"),
-    "keep_sparse": "kerasgen's batches are dense NumPy arrays",
+    "keep_sparse": "kerasgen's is sparse=True (kg.ArrayGenerator: a scipy.sparse x's rows "
+                   "batched as CSR matrices)",
     "X": "kerasgen's is x= (lower case)",
     **{name: ("this generator holds the samples it is given: split them first "
               "(sklearn.model_selection.train_test_split(..., stratify=labels, "

@@ -44,6 +44,15 @@ class ArrayGenerator(Generator, IteratorNames):
         label_mode: "raw" (default: y as given), "int", "categorical", "binary",
             "multi_label", "input" (no y: the target is x itself, augmented) or None
             (x only).
+        sparse: False (default): the rows of a scipy.sparse x are made dense in each
+            batch. True: each batch's x (for a dict x, each scipy.sparse entry) is its
+            rows as a scipy.sparse CSR matrix, which Keras feeds to a model built with
+            `keras.Input(shape=(d,), sparse=True)` as a tf.SparseTensor (TensorFlow
+            backend) or a jax.experimental.sparse BCOO (JAX); the torch and numpy
+            backends take no sparse inputs. `dtype` applies to the stored
+            values, SMOTE's synthetic rows are blended sparsely, a `batch_augment`
+            callable receives the CSR batch; per-sample `augment` and
+            label_mode="input" are refused. See docs/array-generator.md.
         **common: batch_size, shuffle, seed, num_classes, class_names, dtype ("float32"
             by default; None keeps x's own dtype), augment, sampler, drop_remainder,
             workers, use_multiprocessing, max_queue_size (see `kg.Generator`).
@@ -51,9 +60,14 @@ class ArrayGenerator(Generator, IteratorNames):
 
     def __init__(self, x: Arrays, y: Arrays | None = None, *,
                  sample_weight: npt.ArrayLike | None = None,
-                 label_mode: LabelMode | None = "raw", **common: Any) -> None:
+                 label_mode: LabelMode | None = "raw", sparse: bool = False,
+                 **common: Any) -> None:
         _checks.labels_come_from(self, common, "`y` (one target per sample)")
         source = _array_source(x, y, label_mode, common, self._row_names())
+        if sparse is not False:
+            array_checks.check_sparse(source.x, sparse, label_mode, common)
+            source.sparse = True
+        self.sparse = bool(sparse)
         super().__init__(source=source, label_mode=label_mode,
                          sample_weight=sample_weight, **common)
         if self.sample_weight is not None and (y is None or label_mode is None):
@@ -78,6 +92,17 @@ class ArrayGenerator(Generator, IteratorNames):
     def x(self) -> Any:
         """The samples' arrays (an array, or a dict of them)."""
         return self.source.x
+
+    def to_tf_dataset(self, epochs: int | None = None, num_parallel_calls: int | None = None,
+                      prefetch: int | None = None) -> Any:
+        if self.sparse:
+            raise ValueError(
+                "to_tf_dataset() makes dense tensors only, and this generator's batches "
+                "hold sparse rows (sparse=True). Pass the generator to `model.fit(gen)` "
+                "itself (Keras feeds its CSR batches to a keras.Input(sparse=True) model "
+                "as tf.SparseTensor), or build it with sparse=False for dense batches. "
+                "Received: sparse=True.")
+        return super().to_tf_dataset(epochs, num_parallel_calls, prefetch)
 
     @property
     def masks(self) -> np.ndarray | None:

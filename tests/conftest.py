@@ -29,6 +29,7 @@ BACKEND_SUITE = {
     "test_audio.py": "audio folders trained through fit (generator and tf.data), Keras's own "
                      "tests, no TensorFlow on JAX",
     "test_map_and_strings.py": "tf.data's map and string batches, trained through fit",
+    "test_sparse.py": "scipy.sparse rows batched sparse (sparse=True), trained through fit",
     "test_stream_tables.py": "Parquet and Arrow IPC shards streamed and trained through fit (no "
                              "TensorFlow)",
     "test_table_copy.py": "Parquet row groups copied to Arrow for shuffled reads, trained "

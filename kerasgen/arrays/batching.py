@@ -57,6 +57,11 @@ class BufferPool:
         type(self).__init__(self, state["keep"])
 
 
+def is_sparse(value):
+    """Whether `value` is a scipy.sparse matrix or array (scipy is never imported here)."""
+    return type(value).__module__.startswith("scipy.sparse") and hasattr(value, "tocsr")
+
+
 def batch_len(batch):
     """Samples in a batch: x alone, (x,), (x, y) or (x, y, w), x an array or a dict or
     tuple of arrays."""
@@ -64,6 +69,8 @@ def batch_len(batch):
         return batch_len(next(iter(batch.values())))
     if isinstance(batch, (tuple, list)):
         return batch_len(batch[0])
+    if is_sparse(batch):
+        return batch.shape[0]  # a sparse matrix's rows (it has no len)
     return len(batch)
 
 

@@ -1,7 +1,7 @@
 """Whether an array's rows can become batches of a dtype, checked once before training:
 `check_convertible` (object and text arrays: ragged rows, arrays as elements, text) and
 `check_fits` (numbers out of the dtype's range, NaN or inf into integers), each naming the
-first row at fault."""
+first row at fault; `check_sparse`: whether sparse batches (sparse=True) can be made and fed."""
 
 from __future__ import annotations
 
@@ -9,10 +9,61 @@ import reprlib
 
 import numpy as np
 
+from kerasgen import _checks
 from kerasgen.arrays import batching
-from kerasgen.sources._arrays import is_sparse
+from kerasgen.arrays.batching import is_sparse
 
-__all__ = ["check_convertible", "check_fits"]
+__all__ = ["check_convertible", "check_fits", "check_sparse"]
+
+SPARSE_BACKENDS = ("tensorflow", "jax")  # the Keras backends that take sparse inputs
+
+
+def check_sparse(x, sparse, label_mode, common):
+    """Refuses sparse=`sparse` (anything but False) where sparse batches cannot be made
+    or fed: not a bool, no scipy.sparse array in `x`, a Keras backend without sparse
+    inputs, a per-sample `augment`, or label_mode="input"."""
+    if sparse is not True:
+        _checks.fail("sparse", "True or False", sparse, TypeError)
+    values = x.values() if isinstance(x, dict) else [x]
+    if not any(is_sparse(v) for v in values):
+        kinds = ({k: type(v).__name__ for k, v in x.items()} if isinstance(x, dict)
+                 else type(x).__name__)
+        raise ValueError(
+            "`sparse=True` batches the rows of a scipy.sparse `x` as sparse matrices, but "
+            f"x holds no scipy.sparse array. Received: sparse=True with x of type {kinds}. "
+            "Pass x as a scipy.sparse matrix (scipy.sparse.csr_matrix(x)), or leave "
+            "sparse=False.")
+    import keras
+
+    backend = keras.backend.backend()
+    if backend not in SPARSE_BACKENDS:
+        raise ValueError(
+            f"`sparse=True` needs a Keras backend that takes sparse inputs (TensorFlow or "
+            f"JAX); the {backend!r} backend does not. Received: sparse=True with "
+            f"KERAS_BACKEND={backend!r}. Use sparse=False: the rows are then made dense "
+            "in each batch.")
+    dtype = common.get("dtype", "float32")
+    if dtype is not None:
+        import scipy.sparse as sp  # type: ignore[import-untyped]
+
+        try:
+            sp.csr_matrix((1, 1), dtype=dtype)
+        except (TypeError, ValueError) as error:
+            raise ValueError(
+                f"`dtype` must be one that scipy.sparse matrices hold for sparse=True "
+                f"batches ({error}). Received: dtype={dtype!r} with sparse=True. Pass "
+                "dtype='float32' (or None to keep x's own), or use sparse=False.") from error
+    if common.get("augment") is not None:
+        raise ValueError(
+            "`augment` transforms one dense sample at a time, and sparse=True batches "
+            "stay sparse. Received: sparse=True with augment="
+            f"{common['augment']!r}. Pass a callable batch_augment=fn(x, y, rng) -> "
+            "(x, y), which receives each batch's x as a scipy.sparse CSR matrix, or use "
+            "sparse=False.")
+    if label_mode == "input":
+        raise ValueError(
+            "label_mode='input' makes x its own target, and Keras's losses take no sparse "
+            "targets. Received: sparse=True with label_mode='input'. Use sparse=False.")
 
 
 def check_convertible(array, name, dtype, chunk=4096):

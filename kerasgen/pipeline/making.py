@@ -147,8 +147,9 @@ class BatchMaker:
             x, y = self.batch_augment(x, y, rng)
         if self.input_targets:
             y = x
-        if y is None:  # x alone, as Keras; a tuple of inputs stays wrapped, (x,), so
-            batch = (x,) if isinstance(x, (tuple, list)) else x  # Keras reads it as x
+        if y is None:  # x alone, as Keras; a tuple of inputs (or a scipy.sparse x, which
+            # Keras's adapter does not read alone) stays wrapped, (x,): Keras reads it as x
+            batch = (x,) if isinstance(x, (tuple, list)) or batching.is_sparse(x) else x
         else:
             weights = self.targets.weights(indices)
             batch = (x, y) if weights is None else (x, y, weights)

@@ -9,15 +9,11 @@ from typing import Any
 import numpy as np
 
 from kerasgen.arrays import batching
+from kerasgen.arrays.batching import is_sparse
 from kerasgen import _checks
 from kerasgen.sources._batch_request import BatchRequest, load_each
 
 __all__ = ["ArraySource"]
-
-
-def is_sparse(value: Any) -> bool:
-    """Whether `value` is a scipy.sparse matrix or array (scipy is never imported here)."""
-    return type(value).__module__.startswith("scipy.sparse") and hasattr(value, "tocsr")
 
 
 def _array(value: Any) -> Any:
@@ -53,12 +49,16 @@ class ArraySource:
         masks: segmentation masks (n, h, w[, 1]) returned as each sample's y, or None.
         class_names: the classes in class-id order, or None.
         describe: names sample i in errors (default: "sample i").
+        sparse: batch a scipy.sparse x's rows as a CSR matrix (dtype and rescale
+            applied to its stored values, SMOTE's rows blended sparsely) rather than
+            dense; each sample alone (`load`) stays dense.
     """
 
     def __init__(self, x: Any, labels: Any = None, *, masks: np.ndarray | None = None,
                  class_names: Sequence[str] | None = None,
-                 describe: Callable[[int], str] | None = None) -> None:
+                 describe: Callable[[int], str] | None = None, sparse: bool = False) -> None:
         self.x, self.num_samples = as_arrays(x, "x")
+        self.sparse = sparse
         self.labels = labels
         self.masks = masks
         self.class_names = None if class_names is None else list(class_names)
@@ -96,12 +96,19 @@ class ArraySource:
                 x = self._take(self.x, request)
             masks = None if self.masks is None else np.take(self.masks, indices, axis=0)
         with request.stage("assemble"):
-            return batching.convert(x, request.dtype, request.rescale,
-                                    request.buffers), masks
+            if isinstance(x, dict):
+                return {k: self._convert(v, request) for k, v in x.items()}, masks
+            return self._convert(x, request), masks
+
+    def _convert(self, rows: Any, request: BatchRequest) -> Any:
+        if is_sparse(rows):  # its stored values, as a dense batch's would be
+            rows.data = batching.convert(rows.data, request.dtype, request.rescale)
+            return rows
+        return batching.convert(rows, request.dtype, request.rescale, request.buffers)
 
     def _take(self, array: np.ndarray, request: BatchRequest) -> np.ndarray:
         if is_sparse(array):
-            return _dense_rows(array, request)
+            return _sparse_rows(array, request) if self.sparse else _dense_rows(array, request)
         indices, partners, lams = request.indices, request.partners, request.lams
         rows = None
         if array.dtype != object:
@@ -130,3 +137,31 @@ def _dense_rows(matrix: Any, request: BatchRequest) -> np.ndarray:
     synthetic = partners >= 0
     return batching.blend_rows(rows, matrix[partners[synthetic]].toarray(),
                                lams[synthetic], synthetic)
+
+
+def _sparse_rows(matrix: Any, request: BatchRequest) -> Any:
+    """The rows of `request` of a CSR matrix, as a CSR matrix (canonical: sorted column
+    indices, no duplicates). SMOTE's rows, x_i + lam * (x_j - x_i), are computed as a
+    dense batch computes them (in float32, rounded for integers), on the columns either
+    row stores: made dense they are the dense batch's rows."""
+    import scipy.sparse as sp  # type: ignore[import-untyped]
+
+    indices, partners, lams = request.indices, request.partners, request.lams
+    rows = matrix[indices]
+    rows.sum_duplicates()  # and sorts each row's column indices, as tf.SparseTensor wants
+    if partners is None or lams is None or not np.any(partners >= 0):
+        return rows
+    synthetic = np.flatnonzero(partners >= 0)
+    kept = np.flatnonzero(partners < 0)
+    base = rows[synthetic].astype(np.float32)
+    step = sp.diags(lams[synthetic].astype(np.float32)) @ (
+        matrix[partners[synthetic]].astype(np.float32) - base)
+    mixed = sp.csr_matrix(base + step)
+    if np.issubdtype(matrix.dtype, np.integer):
+        mixed.data = np.rint(mixed.data)
+    stacked = sp.vstack([rows[kept], mixed.astype(matrix.dtype)], format="csr")
+    order = np.empty(len(indices), dtype=np.int64)  # row k of the batch: stacked[order[k]]
+    order[np.concatenate([kept, synthetic])] = np.arange(len(indices))
+    out = type(rows)(stacked[order])
+    out.sum_duplicates()
+    return out
