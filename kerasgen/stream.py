@@ -175,7 +175,7 @@ class StreamGenerator(PyDataset):
         stats: record where the time of making batches goes (`gen.stats()`).
         storage_options: fsspec options for URLs (credentials, endpoint...).
         prefetch: batches made ahead on background threads with workers <= 1
-            ("auto": 4, made two at a time, for "webdataset" and "tfrecord"; 0, none,
+            ("auto": 4, made two at a time, for the built-in readers; 0, none,
             for a callable `records`, whose code may not expect a second thread).
         workers: as on the other generators (so are `use_multiprocessing` and
             `max_queue_size`): workers > 1 threads of the generator's own, or with

@@ -106,7 +106,8 @@ class TableGenerator(Generator):
     the table (or a Parquet file's statistics) say so, else when its batch is read.
     """
 
-    prefetch_auto = 2
+    prefetch_auto = 4  # as the image generators: batches made ahead, two at a time
+    ahead_threads = 2  # (its readers and image cells are thread-safe)
 
     # table: a pyarrow.Table, a pandas DataFrame, or file paths (pyarrow has no hints)
     def __init__(self, table: Any, *,

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import kerasgen as kg
+from kerasgen._redact import KerasgenWarning
 from kerasgen.formats import table_copy, table_rows
 
 pa = pytest.importorskip("pyarrow")
@@ -131,3 +132,61 @@ def test_a_model_trains_on_a_copy_with_x_columns_and_workers(tmp_path):
     assert len(history.history["loss"]) == 2 and np.isfinite(history.history["loss"]).all()
     x, y = gen[0]
     assert x.shape == (10,) and y.shape == (10, 3)
+
+
+def test_a_copy_held_needs_no_room_and_a_full_disk_reads_by_row_group(tmp_path,
+                                                                      monkeypatch):
+    path = write_images(tmp_path / "t.parquet")
+    cache = str(tmp_path / "cache")
+    first = make(path, arrow_copy=True, remote_cache=cache)
+    usage = type("Usage", (), {"free": 1000})
+    monkeypatch.setattr(table_copy.shutil, "disk_usage", lambda folder: usage)
+    again = make(path, arrow_copy=True, remote_cache=cache)  # held: nothing to write
+    assert again.rows.files[0].path == first.rows.files[0].path
+    other = write_images(tmp_path / "other.parquet", n=30)
+    with pytest.raises(OSError, match=r"needs .* MiB more, and .* free"):
+        make(other, arrow_copy=True, remote_cache=cache)
+    with pytest.warns(KerasgenWarning, match="Read by row group instead"):
+        auto = make(other, max_cache_bytes=1, remote_cache=cache)
+    assert isinstance(auto.rows.files[0], table_rows.ParquetFile)
+
+
+def test_copies_larger_than_a_capped_remote_cache_are_not_made(tmp_path):
+    path = write_images(tmp_path / "t.parquet")
+    capped = kg.RemoteCache(str(tmp_path / "cache"), max_bytes=1000)
+    with pytest.raises(OSError, match="more than the remote_cache's max_bytes"):
+        make(path, arrow_copy=True, remote_cache=capped)
+    with pytest.warns(KerasgenWarning, match="max_bytes"):
+        gen = make(path, max_cache_bytes=1, remote_cache=capped)
+    assert isinstance(gen.rows.files[0], table_rows.ParquetFile)
+
+
+def test_dictionary_columns_and_comma_names_are_copied_apart(tmp_path):
+    first = pa.table({"a,b": pa.array([1.0, 2.0]), "a": pa.array([3.0, 4.0]),
+                      "b": pa.array([5.0, 6.0]),
+                      "label": pa.array(["x", "y"]).dictionary_encode()})
+    second = pa.table({"a,b": pa.array([7.0, 8.0]), "a": pa.array([9.0, 10.0]),
+                       "b": pa.array([11.0, 12.0]),
+                       "label": pa.array(["z", "x"]).dictionary_encode()})
+    path = str(tmp_path / "dict.parquet")
+    with pq.ParquetWriter(path, first.schema) as writer:  # a dictionary per row group
+        writer.write_table(first)
+        writer.write_table(second)
+    joined = kg.TableGenerator(path, x_col="a,b", y_col="label", arrow_copy=True,
+                               shuffle=False, batch_size=4, verbose=0)
+    apart = kg.TableGenerator(path, x_col=["a", "b"], y_col="label", arrow_copy=True,
+                              shuffle=False, batch_size=4, verbose=0)
+    assert joined.rows.files[0].path != apart.rows.files[0].path
+    x, y = joined[0]
+    np.testing.assert_array_equal(x, [1.0, 2.0, 7.0, 8.0])
+    assert joined.class_names == ["x", "y", "z"] and list(y) == [0, 1, 2, 0]
+    np.testing.assert_array_equal(apart[0][0], [[3, 5], [4, 6], [9, 11], [10, 12]])
+
+
+def test_an_automatic_copy_says_so(tmp_path, capsys):
+    path = write_images(tmp_path / "t.parquet")
+    kg.TableGenerator(path, image_col="image", y_col="label", image_size=(6, 8),
+                      max_cache_bytes=1, seed=0)
+    out = capsys.readouterr().out
+    assert "to a memory-mapped Arrow file in a temporary folder" in out
+    assert "arrow_copy=False" in out

@@ -465,8 +465,9 @@ def test_review_mends(inputs, table, tmp_path):
 def test_an_image_column_reads_each_row_group_once_per_batch(image_rows, tmp_path,
                                                               monkeypatch):
     """A batch's image cells are read in one take: with a cache of one group (and no
-    Arrow copy: tests/test_table_copy.py), a shuffled epoch reads each batch's row groups once per batch, not once per row, and the
-    pixels are those of the rows asked for."""
+    Arrow copy: tests/test_table_copy.py), a shuffled epoch reads each batch's row
+    groups once per batch, not once per row, and the pixels are those of the rows asked
+    for."""
     _, rows = image_rows
     path = str(tmp_path / "images.parquet")
     pq.write_table(pa.table({"image": [r["image"] for r in rows],

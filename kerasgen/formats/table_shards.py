@@ -28,6 +28,7 @@ from typing import Any
 
 from kerasgen import _budget, _checks
 from kerasgen.formats.base import KEYS, Item, ShardReader, TooLarge, alternatives
+from kerasgen.formats.table_cells import image_bytes, is_image_cell, null_error
 from kerasgen.formats.table_rows import IPC_MAGIC, PARQUET_MAGIC, pyarrow_module
 from kerasgen.storage import remote as _remote
 
@@ -96,7 +97,8 @@ class TableShard:
                 + (", or label_mode=None to read no labels" if argument == "label_key"
                    else "") + ".")
         kind = self.schema.field(found).type
-        if not (image_type(kind) if argument == "image_key" else label_type(kind)):
+        if not (is_image_cell(kind, arrays=True) if argument == "image_key"
+                else label_type(kind)):
             what = ("encoded images (bytes), {'bytes', 'path'} structs (Hugging Face's "
                     "Image), image paths (str) or lists of numbers" if argument ==
                     "image_key" else "class ids (integers) or class names (strings)")
@@ -125,17 +127,6 @@ class TableShard:
             self.source.close()
 
 
-def image_type(kind: Any) -> bool:
-    """Whether a column of type `kind` holds images: bytes, Hugging Face `Image` structs,
-    paths, or (nested) lists of numbers."""
-    types = pyarrow_module().types
-    if types.is_struct(kind):
-        return bool({"bytes", "path"} & {kind.field(i).name for i in range(kind.num_fields)})
-    return bool(types.is_binary(kind) or types.is_large_binary(kind)
-                or types.is_fixed_size_binary(kind) or types.is_string(kind)
-                or types.is_large_string(kind) or (_is_list(kind) and _numbers(kind)))
-
-
 def label_type(kind: Any) -> bool:
     types = pyarrow_module().types
     if types.is_dictionary(kind):
@@ -143,26 +134,6 @@ def label_type(kind: Any) -> bool:
     return bool(types.is_integer(kind) or types.is_boolean(kind) or types.is_floating(kind)
                 or types.is_string(kind) or types.is_large_string(kind)
                 or types.is_binary(kind) or types.is_large_binary(kind))
-
-
-def _is_list(kind: Any) -> bool:
-    types = pyarrow_module().types
-    return bool(types.is_list(kind) or types.is_large_list(kind)
-                or types.is_fixed_size_list(kind))
-
-
-def _numbers(kind: Any) -> bool:
-    """Whether `kind` is a number, or a (nested) list of numbers."""
-    types = pyarrow_module().types
-    if _is_list(kind):
-        return _numbers(kind.value_type)
-    return bool(types.is_integer(kind) or types.is_floating(kind))
-
-
-def null_error(column: str, where: str) -> ValueError:
-    return ValueError(f"Column {column!r} holds a null (a missing value) at {where}. Fill or "
-                      "drop the rows with nulls first (pyarrow.compute.drop_null, "
-                      "DataFrame.dropna), or write the shard without them.")
 
 
 class TableShardRecords(ShardReader):
@@ -232,24 +203,10 @@ class TableShardRecords(ShardReader):
 
     def parse(self, raw: Any, where: str) -> tuple[Any, Any]:
         x, label, columns = raw[0], raw[1], raw[4]
-        if isinstance(x, dict):  # Hugging Face's Image: the bytes, else the file
-            x = x.get("bytes") if x.get("bytes") is not None else x.get("path")
-        if x is None:
-            raise null_error(columns[0], where)
-        if isinstance(x, str):
-            x = _read_path(x, columns[0], where)
+        x = image_bytes(x, columns[0], where)  # a struct's bytes, a path's file
         if not self.labeled:
             return x, None
         return x, _label(label, columns[1], where)
-
-
-def _read_path(path: str, column: str, where: str) -> bytes:
-    try:
-        with _checks.open_regular(path, "image file") as handle:
-            return handle.read()
-    except OSError as error:
-        raise ValueError(f"Cannot read the image file {path!r} of column {column!r} at "
-                         f"{where}: {error.strerror or error}.") from None
 
 
 def _label(label: Any, column: str, where: str) -> Any:

@@ -17,6 +17,8 @@ import numpy as np
 
 from kerasgen import _checks
 from kerasgen.arrays import batching
+from kerasgen.formats.table_cells import (IMAGE_CELLS, image_bytes, is_image_cell, is_list,
+                                          is_number, null_error)
 from kerasgen.formats.table_rows import TableRows, first_null, pyarrow_module
 from kerasgen.labels import cells as label_cells
 from kerasgen.sources._batch_request import BatchRequest, default_assemble, load_each
@@ -29,12 +31,6 @@ __all__ = ["ImageCells", "TableFeatures", "TableImages", "TableImagesAndFeatures
 XCol = str | Sequence[str] | Mapping[str, str | Sequence[str]]
 
 
-def null_error(name: str, where: str) -> ValueError:
-    return ValueError(f"Column {name!r} holds a null (a missing value) at {where}. Fill or "
-                      "drop the rows with nulls first (pyarrow.compute.drop_null, "
-                      "DataFrame.dropna), or leave the column out.")
-
-
 def refuse_nulls(array: Any, name: str, where: Callable[[int], str]) -> None:
     """A null in `array` (a column's values, or a list column's items) is an error
     naming `where(position)`."""
@@ -42,7 +38,7 @@ def refuse_nulls(array: Any, name: str, where: Callable[[int], str]) -> None:
     if position is not None:
         raise null_error(name, where(position))
     pa = pyarrow_module()
-    if _is_list(array.type):
+    if is_list(array.type):
         lists = array.combine_chunks() if isinstance(array, pa.ChunkedArray) else array
         if lists.flatten().null_count:
             item_nulls = np.asarray(lists.flatten().is_null().to_numpy(
@@ -53,25 +49,14 @@ def refuse_nulls(array: Any, name: str, where: Callable[[int], str]) -> None:
                                                              side="right") - 1)))
 
 
-def _is_list(kind: Any) -> bool:
-    types = pyarrow_module().types
-    return bool(types.is_list(kind) or types.is_large_list(kind)
-                or types.is_fixed_size_list(kind))
-
-
-def _is_number(kind: Any) -> bool:
-    types = pyarrow_module().types
-    return bool(types.is_integer(kind) or types.is_floating(kind) or types.is_boolean(kind))
-
-
 def column_width(rows: TableRows, name: str, argument: str) -> int | None:
     """None for a numeric scalar column, the length of a list column of numbers (a
     fixed-size list's, or the first row's: every row must have it); anything else is a
     TypeError naming the column and its type."""
     kind = rows.schema.field(name).type
-    if _is_number(kind):
+    if is_number(kind):
         return None
-    if _is_list(kind) and _is_number(kind.value_type):
+    if is_list(kind) and is_number(kind.value_type):
         if pyarrow_module().types.is_fixed_size_list(kind):
             return int(kind.list_size)
         first = rows.value(0, name)
@@ -241,16 +226,10 @@ class ImageCells:
 
     def __init__(self, rows: TableRows, column: str) -> None:
         self.rows, self.column = rows, column
-        types = pyarrow_module().types
         kind = rows.schema.field(column).type
-        struct = types.is_struct(kind) and {"bytes", "path"} & {
-            kind.field(i).name for i in range(kind.num_fields)}
-        if not (types.is_binary(kind) or types.is_large_binary(kind) or struct
-                or types.is_string(kind) or types.is_large_string(kind)):
-            raise TypeError(
-                f"`image_col` must name a column of encoded images: bytes, paths (str), "
-                f"or structs {{'bytes', 'path'}} (Hugging Face's Image feature). "
-                f"Received: column {column!r} of type {kind}.")
+        if not is_image_cell(kind):
+            raise TypeError(f"`image_col` must name a column of {IMAGE_CELLS}. "
+                            f"Received: column {column!r} of type {kind}.")
         null = rows.null_rows(column)
         if null is not None:
             raise null_error(column, rows.where(null))
@@ -290,22 +269,10 @@ class ImageCells:
     def __call__(self, index: int) -> bytes:
         entry = self._ready.get(int(index))
         value = entry[0] if entry is not None else self.rows.value(index, self.column)
-        if isinstance(value, dict):
-            data, path = value.get("bytes"), value.get("path")
-            if data is None and path is None:
-                raise null_error(self.column, self.rows.where(index))
-            value = data if data is not None else path
-        if value is None:
-            raise null_error(self.column, self.rows.where(index))
-        if isinstance(value, str):  # a path
-            try:
-                with _checks.open_regular(value, "image file") as handle:
-                    return handle.read()
-            except OSError as error:
-                raise type(error)(f"Cannot read the image file {value!r} of column "
-                                  f"{self.column!r} at {self.rows.where(index)}: "
-                                  f"{error.strerror or error}.") from None
-        return bytes(value)
+        data = image_bytes(value, self.column, self.rows.where(index))
+        if isinstance(data, list):  # not an image column: refused when made
+            raise TypeError(f"Column {self.column!r} holds lists, not {IMAGE_CELLS}.")
+        return data
 
 
 class TableImages(ImageSource):
@@ -483,7 +450,7 @@ def table_labels(rows: TableRows, y_col: str, label_mode: str | None,
         width = column_width(rows, y_col, "y_col")
         values = column_array(column, y_col, width, rows.where)
         return values.astype(np.float32) if values.dtype.kind == "f" else values
-    if _is_list(column.type) and label_mode != "multi_label":
+    if is_list(column.type) and label_mode != "multi_label":
         raise ValueError(f"Column {y_col!r} holds lists of labels, but label_mode="
                          f"{label_mode!r} takes one class per row. Pass label_mode="
                          "'multi_label', or 'raw' for lists of numbers.")

@@ -282,30 +282,28 @@ class Store:
         budget and the store's breaker, as `read` (a stream over a stopped store fails
         within the deadline, naming the object and the store, never retried by the
         client underneath). A missing object is FileNotFoundError naming it."""
-        remember(url)
-        fs, path = self.fs.filesystem(url)
-        canon = self.fs.url(fs, path)
-        if canon not in self.catalog.sizes and not self.catalog.info(url, what):
-            self.catalog.missing(url, what)
-        return io.BufferedReader(_Ranges(self, fs, path, url, self.catalog.sizes.get(canon), what),
-                                 buffer_size=STREAM_BLOCK)
+        return io.BufferedReader(self._ranges(url, what), buffer_size=STREAM_BLOCK)
 
     def open_ranges(self, url: str, what: str = "shard",
                     buffer_size: int = 1 << 20) -> IO[bytes]:
         """`open_stream`, seekable: each read fetches one range from where the file
         stands (a Parquet or IPC reader reads the footer first, then the columns it
         needs), buffered by `buffer_size` bytes. The object's size is asked once."""
+        ranges = self._ranges(url, what)
+        if ranges.size is None:
+            raise OSError(_redact.redact(f"The store gives no size of the {what} {url}: it "
+                                         "cannot be read by ranges."))
+        return io.BufferedReader(ranges, buffer_size=buffer_size)
+
+    def _ranges(self, url: str, what: str) -> _Ranges:
+        """The raw range reader of the object `url` (a missing object is a
+        FileNotFoundError naming it), its size as the store lists it."""
         remember(url)
         fs, path = self.fs.filesystem(url)
         canon = self.fs.url(fs, path)
         if canon not in self.catalog.sizes and not self.catalog.info(url, what):
             self.catalog.missing(url, what)
-        size = self.catalog.sizes.get(canon)
-        if size is None:
-            raise OSError(_redact.redact(f"The store gives no size of the {what} {url}: it "
-                                         "cannot be read by ranges."))
-        return io.BufferedReader(_Ranges(self, fs, path, url, size, what),
-                                 buffer_size=buffer_size)
+        return _Ranges(self, fs, path, url, self.catalog.sizes.get(canon), what)
 
     def local_copy(self, url: str, what: str = "shard") -> str:
         """A local file holding the object `url`: its path in the cache (downloaded
@@ -375,7 +373,9 @@ class _Ranges(io.RawIOBase):
         if self.size is None:
             raise io.UnsupportedOperation("seek: the object's size is not known")
         base = {io.SEEK_SET: 0, io.SEEK_CUR: self.pos, io.SEEK_END: self.size}[whence]
-        self.pos = max(0, base + offset)
+        if base + offset < 0:  # as a file refuses it
+            raise OSError(f"Invalid seek to {base + offset} in {self.url}.")
+        self.pos = base + offset
         return self.pos
 
     def readinto(self, buffer: Any) -> int:

@@ -180,6 +180,11 @@ class RemoteCache:
         self._known[key] = (size, crc, used)
         return data
 
+    def holds(self, key: str) -> bool:
+        """Whether entry `key` is complete in the folder (its size as written; its
+        CRC32 is checked when it is next used)."""
+        return key in self._known or self._meta(key) is not None
+
     def known(self, key: str) -> bool:
         """Whether this process has read or written entry `key` (and has not seen it
         removed): reading it again takes no transfer unless it was removed since."""
