@@ -95,3 +95,25 @@ def git_state():
     except (OSError, subprocess.CalledProcessError):
         return None, None
     return commit, bool(dirty)
+
+
+def run_quiet(cmd, args, what):
+    """Runs `cmd` (a benchmark's child printing one JSON line last) on a quiet machine,
+    again up to `args.retries` times while other processes used more than
+    `args.max_other` cores during it; its result, with `other_cores` added."""
+    import json
+    import subprocess
+    import sys
+
+    for _ in range(args.retries + 1):
+        wait_for_quiet(args.max_other, args.quiet_wait)
+        with CpuMeter() as meter:
+            done = subprocess.run(cmd, capture_output=True, text=True,
+                                  env=dict(os.environ, KERAS_BACKEND="tensorflow"))
+        if done.returncode != 0:
+            sys.exit(f"{what} failed:\n{done.stderr[-3000:]}")
+        result = json.loads(done.stdout.strip().splitlines()[-1])
+        result["other_cores"] = meter.other_cores
+        if meter.other_cores is None or meter.other_cores <= args.max_other:
+            break
+    return result

@@ -25,7 +25,6 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
 import time
 
@@ -143,18 +142,7 @@ def memory_part(steps, batch_size):
 def run_child(args, feed, model):
     cmd = [sys.executable, "-m", "benchmarks.timeseries", "--part", "fit", "--feed", feed,
            "--model", model, "--steps", str(args.steps), "--batch-size", str(args.batch_size)]
-    for attempt in range(args.retries + 1):
-        machine.wait_for_quiet(args.max_other, args.quiet_wait)
-        with machine.CpuMeter() as meter:
-            done = subprocess.run(cmd, capture_output=True, text=True,
-                                  env=dict(os.environ, KERAS_BACKEND="tensorflow"))
-        if done.returncode != 0:
-            raise SystemExit(f"{feed}/{model} failed:\n{done.stderr[-3000:]}")
-        result = json.loads(done.stdout.strip().splitlines()[-1])
-        result["other_cores"] = meter.other_cores
-        if meter.other_cores is None or meter.other_cores <= args.max_other:
-            break
-    return result
+    return machine.run_quiet(cmd, args, f"{feed}/{model}")
 
 
 def main():
