@@ -231,7 +231,8 @@ def test_augment_shapes_must_match_the_first_sample_across_batches(tiny_folder):
     single = kg.ImageFolderGenerator(tiny_folder, image_size=(4, 8), batch_size=1,
                                      shuffle=False, seed=0, augment=vary)
     assert len({single[b][0].shape for b in range(len(single))}) > 1
-    arrays = kg.ArrayGenerator(_x(), Y, shuffle=False, batch_size=5,
+    # seeded: unseeded draws gave five samples of one shape once in 81 runs
+    arrays = kg.ArrayGenerator(_x(), Y, shuffle=False, batch_size=5, seed=0,
                                augment=lambda s, rng: s[:1 + int(rng.integers(3))])
     with pytest.raises(ValueError, match=r"`augment` must return one shape .*for sample \d"):
         arrays[0]
