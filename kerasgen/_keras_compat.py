@@ -215,12 +215,8 @@ def tf_sparse(batch):
     Keras's adapter gives them a tf.SparseTensorSpec (as Keras's own `get_tensor_spec`
     does) but hands them to `Dataset.from_generator` as they are, which refuses them;
     the JAX iterator converts them itself (to BCOO)."""
-    if isinstance(batch, dict):
-        return {k: tf_sparse(v) for k, v in batch.items()}
-    if isinstance(batch, (tuple, list)):
-        return type(batch)(tf_sparse(v) for v in batch)
     if not batching.is_sparse(batch):
-        return batch
+        return _each_leaf(batch, tf_sparse)
     import tensorflow as tf
 
     coo = _canonical(batch).tocoo()  # tf.SparseTensor wants its indices in row order
@@ -233,12 +229,8 @@ def jax_sparse(batch):
     padded (with JAX's out-of-bounds padding index, which its sparse ops ignore) to a
     power of two: Keras's own conversion stores exactly each batch's nonzeros, so every
     batch has another shape and the jitted train step is compiled again for each."""
-    if isinstance(batch, dict):
-        return {k: jax_sparse(v) for k, v in batch.items()}
-    if isinstance(batch, (tuple, list)):
-        return type(batch)(jax_sparse(v) for v in batch)
     if not batching.is_sparse(batch):
-        return batch
+        return _each_leaf(batch, jax_sparse)
     import jax
     import jax.experimental.sparse as jax_sparse_mod
 
@@ -253,6 +245,16 @@ def jax_sparse(batch):
         return jax_sparse_mod.BCOO((jax.numpy.asarray(data), jax.numpy.asarray(indices)),
                                    shape=coo.shape, indices_sorted=True,
                                    unique_indices=True)
+
+
+def _each_leaf(batch, convert):
+    """`batch` with `convert` applied to each value of its dicts, tuples and lists (a
+    leaf that is none of them, not sparse, as it is)."""
+    if isinstance(batch, dict):
+        return {k: convert(v) for k, v in batch.items()}
+    if isinstance(batch, (tuple, list)):
+        return type(batch)(convert(v) for v in batch)
+    return batch
 
 
 def _canonical(matrix):
