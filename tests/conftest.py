@@ -24,6 +24,8 @@ BACKEND_SUITE = {
     "test_keras_peer.py": "Keras's own tests of image_dataset_from_directory, every backend",
     "test_keras_io_examples.py": "keras.io's examples as written, on the backend they run on",
     "test_worker_matrix.py": "worker threads and processes under every fit and adapter mode",
+    "test_multihost.py": "2 JAX processes with keras.distribution (subprocesses on JAX "
+                         "whatever the backend)",
     "test_notebook.py": "worker processes in a real Jupyter kernel",
     "test_remote.py": "remote folders and CSV files (fsspec memory://), trained through fit",
     "test_audio.py": "audio folders trained through fit (generator and tf.data), Keras's own "

@@ -18,6 +18,7 @@ from kerasgen import _seeding as seeding
 from kerasgen import _stats as stats_mod
 from kerasgen.arrays import batching
 from kerasgen.pipeline import feeding as _feeding
+from kerasgen.pipeline import hosts as _hosts
 from kerasgen.pipeline import making as _making
 from kerasgen.pipeline import order as _order
 from kerasgen.pipeline.augmenting import Augmentation
@@ -49,7 +50,7 @@ def assemble(gen: Any, placement: _feeding.Placement, source: Any, num_samples: 
              class_names: Sequence[str] | None, dtype: str | None,
              augment: Callable[..., Any] | None, batch_augment: Any, sampler: Any,
              drop_remainder: bool, sample_weight: Any, mask_format: str, features: Any,
-             num_shards: int | None, shard_index: int | None, stats: bool,
+             num_shards: int | str | None, shard_index: int | None, stats: bool,
              rescale: Any) -> Stages:
     """Builds the stages of `gen` (see `base.Generator`'s arguments): sets the options
     users read on it (its public attributes) and returns the stage objects. `rescale`:
@@ -61,6 +62,10 @@ def assemble(gen: Any, placement: _feeding.Placement, source: Any, num_samples: 
     gen.batch_size = _checks.positive_int("batch_size", batch_size)
     gen.shuffle = bool(shuffle)
     sampler_adapters.check_seed(sampler, seed)  # before a None seed is drawn
+    _order.check_shards(num_shards, shard_index)
+    # "auto", or a multi-process Keras distribution: this process's shard (or none)
+    shard = _hosts.resolve(num_shards, shard_index, name=type(gen).__name__,
+                           seeded=seed is not None or not (shuffle or sampler is not None))
     seed = seeding.resolve_seed(seed)
     gen.dtype = _checks.one_of("dtype", dtype, batching.DTYPES)
     gen.drop_remainder = bool(drop_remainder)
@@ -80,11 +85,10 @@ def assemble(gen: Any, placement: _feeding.Placement, source: Any, num_samples: 
         batch_augment=batch_augment, label_mode=label_mode, timings=timings)
     placement.check(maker)
     features = _order.check_features(features, gen.num_samples)
-    _order.check_shards(num_shards, shard_index)
     gen.prefetch = placement.prefetch
     order = epoch_order(gen, targets, placement, sampler, seed, features)
-    if num_shards is not None:
-        order = order.sharded(num_shards, shard_index)
+    if shard is not None:
+        order = order.sharded(*shard)
     feeding = new_feeding(maker, order, placement, source, type(gen).__name__)
     feeding.warm_up()
     order.refuse_empty()

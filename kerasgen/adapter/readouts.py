@@ -100,7 +100,9 @@ class Readouts:
     def __repr__(self) -> str:
         return (f"{type(self).__name__}(num_samples={self.num_samples}, "
                 f"batch_size={self.batch_size}, shuffle={self.shuffle}, seed={self.seed}, "
-                f"label_mode={self.label_mode!r}, epoch={self.epoch})")
+                f"label_mode={self.label_mode!r}, epoch={self.epoch}"
+                + (f", shard={list(self._order.shard[:2])}" if self._order.shard else "")
+                + ")")
 
     def epoch_plan(self, epoch: int | None = None) -> np.ndarray | samplers_mod.Plan:
         """The sample indices of `epoch` (default: the current one), in batch order (a

@@ -32,6 +32,10 @@ class Views:
         epoch's start (at most num_shards - 1 batches seen twice); with "drop" the
         incomplete last round is left out (different batches each epoch). Samplers run
         on the whole data set, and each shard reads its share of their plan.
+
+        On a generator that already reads a shard (`num_shards=`, "auto", or a
+        multi-process Keras distribution's), the view is shard `index` of the whole
+        data, in place of that shard, never a shard of the shard.
         """
         return self._view(self._order.sharded(num_shards, index, remainder))
 

@@ -77,9 +77,11 @@ def check_features(features: Any, num_samples: int) -> Any:
     return features
 
 
-def check_shards(num_shards: int | None, shard_index: int | None) -> None:
-    """`num_shards` and `shard_index` go together (their values are checked by
-    `EpochOrder.sharded`)."""
+def check_shards(num_shards: int | str | None, shard_index: int | None) -> None:
+    """`num_shards` and `shard_index` go together, or num_shards="auto" alone (their
+    values are checked by `EpochOrder.sharded`, "auto" by `pipeline.hosts.resolve`)."""
+    if isinstance(num_shards, str) and num_shards == "auto":
+        return
     if (num_shards is None) != (shard_index is None):
         raise ValueError("`num_shards` and `shard_index` go together. Received: "
                          f"num_shards={num_shards!r}, shard_index={shard_index!r}.")

@@ -18,6 +18,7 @@ import numpy as np
 
 from kerasgen import _checks
 from kerasgen import _seeding as seeding
+from kerasgen.pipeline import hosts
 from kerasgen.pipeline.order import BatchSlice
 
 
@@ -34,12 +35,22 @@ class ShardOrder:
     their order; the host keeps [host_index::num_hosts] of them (every host the same
     number each pass) and deals them to its streams: stream j reads [j::num_streams].
     A host has at most as many streams as shards (`num_streams` is that number).
+    num_hosts="auto" (host_index None): this process's shard under the distribution in
+    force (`pipeline.hosts`), or one host; `num_hosts` and `host_index` hold the
+    resolved numbers.
     """
 
-    def __init__(self, num_shards: int, seed: int, shuffle: bool, num_hosts: int = 1,
-                 host_index: int = 0, num_streams: int = 4) -> None:
+    def __init__(self, num_shards: int, seed: int, shuffle: bool,
+                 num_hosts: int | str = 1, host_index: int | None = 0,
+                 num_streams: int = 4) -> None:
         self.num_shards, self.seed, self.shuffle = num_shards, seed, shuffle
+        if isinstance(num_hosts, str) and num_hosts == hosts.AUTO:
+            # seeded: the stream refuses seed=None with num_hosts != 1 and shuffle=True
+            num_hosts, host_index = hosts.resolve(
+                num_hosts, host_index, seeded=True, name="StreamGenerator",
+                names=("num_hosts", "host_index")) or (1, 0)
         self.num_hosts = _checks.positive_int("num_hosts", num_hosts)
+        host_index = 0 if host_index is None else host_index
         if self.num_hosts > num_shards:
             _checks.fail("num_hosts", f"at most the number of shards ({num_shards}): hosts "
                          "split the shards, and each host needs one", num_hosts)
