@@ -52,8 +52,9 @@ demo: $(DEMO_STAMP)
 
 # the suite in two processes or more (pytest-xdist; at most 4): its cases wait on child
 # processes and servers as much as they compute, so two share two cores well (under 10
-# minutes on 2 cores, where one process took 12)
-PYTEST_PROCESSES ?= -n auto --maxprocesses=4
+# minutes on 2 cores, where one process took 12); the cases of one xdist_group run in
+# one process (the Ray tests share one local cluster: tests/raycluster.py)
+PYTEST_PROCESSES ?= -n auto --maxprocesses=4 --dist loadgroup
 
 test: $(STAMP)
 	$(VENV)/bin/python -m pytest -q $(PYTEST_PROCESSES)

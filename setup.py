@@ -37,6 +37,9 @@ EXTRAS = {
     # decoder="nvimgcodec": the plain wheel decodes on the CPU too (CI); on a GPU add
     # nvidia-nvjpeg-cu12 (or install nvidia-nvimgcodec-cu12[all])
     "nvimgcodec": ["nvidia-nvimgcodec-cu12>=0.9; platform_system == 'Linux'"],
+    # engine=kg.RayEngine(...): batches made by the actors of a Ray cluster, and a
+    # ray.data.Dataset as a TableGenerator's table (docs/distributed.md)
+    "ray": ["ray[data]>=2.40"],
     # the documentation site (`make docs`: mkdocs.yml), its API reference from docstrings
     "docs": ["mkdocs>=1.6,<2", "mkdocs-material>=9.5", "mkdocstrings[python]>=0.26"],
 }
@@ -47,6 +50,7 @@ EXTRAS["test"] = sorted(set(
     # the peers the tests compare with, and tools the tests use
     + EXTRAS["grain"] + EXTRAS["nvimgcodec"] + EXTRAS["remote"]
     + EXTRAS["arrayrecord"] + EXTRAS["audio"] + EXTRAS["tables"]
+    + EXTRAS["ray"]  # a 2-node Ray cluster started by the tests (tests/raycluster.py)
     # a real S3 endpoint (moto's server mode) started by the tests themselves
     + ["moto[server]>=5", "webdataset>=0.2"]  # and webdataset, to compare shards with
     + ["datasets>=2.14"]  # Hugging Face datasets, a table kerasgen reads (tests/test_tables.py)

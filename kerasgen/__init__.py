@@ -30,6 +30,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see of the lazy names below (PE
     from kerasgen.generators import ArrayGenerator, CSVGenerator, ImageFolderGenerator
     from kerasgen.image_dataset import image_dataset_from_directory
     from kerasgen.inspection import inspect
+    from kerasgen.pipeline.ray_engine import RayEngine
     from kerasgen.sql import SQLFeatureGenerator, SQLGenerator, SQLImageGenerator
     from kerasgen.stream import StreamGenerator
     from kerasgen.table import TableGenerator
@@ -48,6 +49,7 @@ __all__ = [
     "DetectionGenerator",
     "Generator",
     "ImageFolderGenerator",
+    "RayEngine",
     "RemoteCache",
     "SQLFeatureGenerator",
     "SQLGenerator",
@@ -83,6 +85,7 @@ _WHERE = {
     "DetectionGenerator": "kerasgen.detection",
     "Generator": "kerasgen.base",
     "ImageFolderGenerator": "kerasgen.generators",
+    "RayEngine": "kerasgen.pipeline.ray_engine",
     "RemoteCache": "kerasgen.storage.remote_cache",
     "SQLFeatureGenerator": "kerasgen.sql",
     "SQLGenerator": "kerasgen.sql",

@@ -38,6 +38,8 @@ from kerasgen.sources import _core as sources_mod
 if TYPE_CHECKING:
     import numpy.typing as npt
 
+    from kerasgen.pipeline.ray_engine import RayEngine
+
 _REDACTED = ("__init__", "validate")  # kerasgen's classes', wrapped by __init_subclass__
 
 
@@ -91,8 +93,14 @@ class Generator(PyDataset, _hooks.Hooks, Readouts, Views):
             MixUp, CutMix...), a callable `fn(x, y, rng) -> (x, y)`, or a list of them,
             applied to each assembled batch with draws from (seed, epoch, batch index).
         stats: record where the time of making batches goes (see `stats()`).
-        num_shards: read only one shard of `num_shards` (see `shard`).
-        shard_index: which shard, 0 to `num_shards - 1`.
+        num_shards: read only one shard of `num_shards` (see `shard`); "auto": this
+            process's shard under the distribution in force (a multi-process
+            `keras.distribution`: its `data_shard_id`; TensorFlow's
+            MultiWorkerMirroredStrategy, inside its scope: the worker's), unsharded in
+            one process (a seed is then required). None: unsharded, except under a
+            multi-process Keras distribution with auto_shard_dataset=False, where it
+            reads its process's shard as "auto" does, with a warning (docs/distributed.md).
+        shard_index: which shard, 0 to `num_shards - 1` (None with "auto").
         sampler: None, a `kg.samplers` sampler (RandomOverSampler, RandomUnderSampler,
             BalancedBatchSampler, SMOTE), an imbalanced-learn sampler (anything with
             `fit_resample` and `sample_indices_`), or any `kg.samplers.Sampler`: an
@@ -120,6 +128,8 @@ class Generator(PyDataset, _hooks.Hooks, Readouts, Views):
             docs/performance.md).
         max_queue_size: batches the workers make ahead, as Keras's; 0 leaves the
             workers' queue unbounded.
+        engine: None, or `kg.RayEngine(...)`: Ray actors on a cluster's nodes make the
+            batches, byte-identical to those made here (docs/distributed.md).
 
     An unknown keyword argument is a TypeError naming the generator called; for the
     names of Keras's ImageDataGenerator and image_dataset_from_directory it says what
@@ -156,15 +166,16 @@ class Generator(PyDataset, _hooks.Hooks, Readouts, Views):
                  batch_augment: BatchAugmentSteps | None = None,
                  sampler: Any = None, drop_remainder: bool = False,
                  sample_weight: npt.ArrayLike | None = None, mask_format: str = "ids",
-                 features: npt.ArrayLike | None = None, num_shards: int | None = None,
+                 features: npt.ArrayLike | None = None, num_shards: int | str | None = None,
                  shard_index: int | None = None, stats: bool = False,
                  prefetch: int | str = AUTO, workers: int = 1,
                  use_multiprocessing: bool = False, max_queue_size: int = 10,
-                 **unknown: Any) -> None:
+                 engine: RayEngine | None = None, **unknown: Any) -> None:
         if unknown:
             _checks.unknown_arguments(self, unknown)
         placement = _feeding.Placement(workers, use_multiprocessing, max_queue_size,
-                                       prefetch, self.prefetch_auto, self.ahead_threads)
+                                       prefetch, self.prefetch_auto, self.ahead_threads,
+                                       engine)
         super().__init__(workers=placement.workers,
                          use_multiprocessing=placement.processes,  # as Keras reads them
                          max_queue_size=placement.max_queue_size)

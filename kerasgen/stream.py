@@ -87,6 +87,8 @@ from kerasgen.storage import remote as _remote
 if TYPE_CHECKING:
     import tensorflow as tf
 
+    from kerasgen.pipeline.ray_engine import RayEngine
+
 READERS = ("webdataset", "tfrecord", "parquet", "arrow")
 Reader = Literal["webdataset", "tfrecord", "parquet", "arrow"]  # READERS
 LABEL_MODES = ("int", "categorical", "binary", None)
@@ -153,8 +155,8 @@ class StreamGenerator(PyDataset):
         shuffle_buffer: records each stream's shuffle buffer holds (0 or 1: none).
         num_streams: virtual streams per host (a fixed number, not the worker count; at
             most the host's number of shards).
-        num_hosts: read only this host's share of each pass (see `shard`).
-        host_index: this host, 0 to `num_hosts - 1`.
+        num_hosts: read only this host's share of each pass (see `shard`); "auto": this process's.
+        host_index: this host, 0 to `num_hosts - 1` (None: 0, or "auto"'s).
         augment: None, an albumentations transform or `fn(image, rng) -> image`, applied
             to each record with draws from (seed, its position b * batch_size + i).
         batch_augment: Keras layers or `fn(x, y, rng) -> (x, y)` applied to each batch
@@ -184,6 +186,7 @@ class StreamGenerator(PyDataset):
             reads each stream it makes batches of itself (skipping the records of
             batches other workers make, without decoding them), starting at the latest
             pass start the training process knew when the processes started.
+        engine: `kg.RayEngine(...)`: Ray actors read the streams as worker processes do.
 
     `fit` warns that its default shuffle=True is ignored for an infinite PyDataset (the
     stream shuffles itself): pass `fit(..., shuffle=False)` to silence it.
@@ -204,8 +207,8 @@ class StreamGenerator(PyDataset):
                  label_mode: StreamLabelMode | None = "int",
                  class_names: Sequence[str] | None = None, num_classes: int | None = None,
                  batch_size: int = 32, shuffle: bool = True, seed: int | None = None,
-                 shuffle_buffer: int = 1000, num_streams: int = 4, num_hosts: int = 1,
-                 host_index: int = 0, augment: Callable[..., Any] | None = None,
+                 shuffle_buffer: int = 1000, num_streams: int = 4, num_hosts: int | str = 1,
+                 host_index: int | None = None, augment: Callable[..., Any] | None = None,
                  batch_augment: BatchAugmentSteps | None = None,
                  dtype: DType | None = "float32", rescale: float | None = None,
                  cache: Cache = None, on_error: OnError = "raise",
@@ -213,7 +216,7 @@ class StreamGenerator(PyDataset):
                  stats: bool = False, storage_options: Mapping[str, Any] | None = None,
                  prefetch: int | str = "auto", workers: int = 1,
                  use_multiprocessing: bool = False, max_queue_size: int = 10,
-                 **unknown: Any) -> None:
+                 engine: RayEngine | None = None, **unknown: Any) -> None:
         self._config = {k: v for k, v in locals().items()
                         if k not in ("self", "unknown", "__class__")}
         self._config.update(unknown)
@@ -226,7 +229,7 @@ class StreamGenerator(PyDataset):
             _checks.unknown_arguments(self, unknown)
         placement = _feeding.Placement(  # a callable's code may expect one thread
             workers, use_multiprocessing, max_queue_size, prefetch,
-            0 if callable(records) else self.prefetch_auto, self.ahead_threads)
+            0 if callable(records) else self.prefetch_auto, self.ahead_threads, engine)
         super().__init__(workers=placement.workers,  # as Keras reads them (see base.py)
                          use_multiprocessing=placement.processes,
                          max_queue_size=placement.max_queue_size)

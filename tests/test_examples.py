@@ -1,6 +1,7 @@
 """The examples run as scripts and print what they promise.
 
-examples/quickstart.py is exercised elsewhere (`make demo`).
+examples/quickstart.py is exercised elsewhere (`make demo`), examples/multihost_jax.py by
+tests/test_multihost.py, examples/ray_preprocessing.py by tests/test_ray.py.
 """
 
 import os

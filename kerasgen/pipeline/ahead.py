@@ -27,14 +27,18 @@ class WorkAhead:
     the first batch it is lowered, if need be, so that they fit in `budget_bytes` (one
     batch ahead at least). `pace(waited)`, when given, hears for each batch made ahead
     whether the caller had to wait for it. `threads`: background threads making batches
-    (Keras's `workers`, or the generator's `ahead_threads`).
+    (Keras's `workers`, or the generator's `ahead_threads`). `submit_asked`: the batch
+    asked for is submitted too where nothing was made ahead (the first of an epoch, one
+    asked out of order), instead of made by `make` in the caller (Ray actors: the
+    training process leaves all the work to the cluster).
     """
 
     def __init__(self, make, depth, budget_bytes=256 << 20, submit=None, pace=None,
-                 threads=1):
+                 threads=1, submit_asked=False):
         self.make = make
         self.threads = threads
         self.submit = submit
+        self.submit_asked = submit_asked and submit is not None
         self.pace = pace
         self.depth = depth
         self.budget_bytes = budget_bytes
@@ -54,6 +58,8 @@ class WorkAhead:
                         or (epoch, index) == (self._last[0], self._last[1] + 1))
             if not in_order and future is None:
                 self._off_epoch = epoch
+            if future is None and self.submit_asked:
+                future = self.submit(epoch, index)
             self._last = (epoch, index)
             off = self._off_epoch == epoch
             self._drop(lambda key: off or key[0] != epoch or key[1] < index)

@@ -70,7 +70,8 @@ class Crew:
         with worker_start.main_hidden():
             for number in range(self.count):
                 ours, theirs = multiprocessing.Pipe(duplex=True)
-                process = ctx.Process(target=worker_loop.serve, args=(theirs,),
+                process = ctx.Process(target=worker_loop.serve,
+                                      args=(theirs, ctx.get_start_method() == "forkserver"),
                                       name=f"kerasgen-worker-{number}", daemon=True)
                 process.start()
                 theirs.close()

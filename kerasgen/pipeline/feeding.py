@@ -11,12 +11,15 @@ each batch in one of four places:
 - ahead, on `workers` threads of the generator's own (workers > 1, in place of Keras's
   thread pool, up to max_queue_size batches);
 - ahead, in `workers` processes of its own (use_multiprocessing=True, in place of
-  Keras's process pool: _workers.WorkerPool, batches handed over in shared memory).
+  Keras's process pool: _workers.WorkerPool, batches handed over in shared memory);
+- ahead, on the actors of a Ray cluster (`engine=kg.RayEngine(...)`:
+  pipeline.ray_pool.RayPool, the same pool interface over Ray actors).
 
 Batches made ahead are kept by `pipeline.ahead.WorkAhead`, keyed by (epoch, batch index). Each
 place makes batch b of epoch e with the same `pipeline.making.BatchMaker` from the same frozen
 slice of the order (`EpochOrder.slice`), so a batch is byte-identical wherever it is
-made; worker processes receive the maker and the order (`Recipe`), never the generator.
+made; worker processes and Ray actors receive the maker and the order (`Recipe`), never
+the generator.
 """
 
 from __future__ import annotations
@@ -28,6 +31,8 @@ from typing import TYPE_CHECKING, Any
 from kerasgen import _checks
 from kerasgen.pipeline import ahead as _ahead
 from kerasgen.pipeline import workers as _workers
+from kerasgen.pipeline.ray_engine import RayEngine
+from kerasgen.pipeline.ray_pool import RayPool
 from kerasgen.sources import _core as sources
 from kerasgen.loader import usable_cores
 
@@ -63,22 +68,37 @@ def worker_processes(workers: Any = 1, use_multiprocessing: Any = False) -> int 
 class Placement:
     """Where a generator's batches are made, from its arguments (checked here):
     `workers`, `use_multiprocessing` (False with workers=0), `max_queue_size`,
-    `prefetch` ("auto": `prefetch_auto`) and `ahead_threads` (threads making batches
-    ahead with prefetch and one worker)."""
+    `prefetch` ("auto": `prefetch_auto`), `ahead_threads` (threads making batches
+    ahead with prefetch and one worker) and `engine` (None, or a `kg.RayEngine`: Ray
+    actors make the batches, `workers` of them unless the engine says how many)."""
 
     def __init__(self, workers: Any = 1, use_multiprocessing: Any = False,
                  max_queue_size: Any = 10, prefetch: Any = "auto", prefetch_auto: int = 0,
-                 ahead_threads: int = 1) -> None:
+                 ahead_threads: int = 1, engine: Any = None) -> None:
         self.workers = _checks.non_negative_int("workers", workers)
         self.processes = worker_processes(self.workers, use_multiprocessing) is not None
         self.max_queue_size = _checks.non_negative_int("max_queue_size", max_queue_size)
         self.prefetch = prefetch_depth(prefetch, prefetch_auto)
         self.ahead_threads = ahead_threads
+        if engine is not None and not isinstance(engine, RayEngine):
+            _checks.fail("engine", "None or a kg.RayEngine(...)", engine, TypeError)
+        if engine is not None and self.processes:
+            raise ValueError(
+                "`engine` makes the batches on Ray actors, `use_multiprocessing=True` in "
+                "worker processes of this machine: choose one. Received: engine="
+                f"{engine!r}, use_multiprocessing=True.")
+        self.engine: RayEngine | None = engine
 
     def share(self, source: Any) -> Any:
         """`source` as worker processes share it (an image source's memory cache in
         shared memory): its `for_processes(n)`, or the source itself."""
         return sources.for_processes(source, self.workers) if self.processes else source
+
+    @property
+    def elsewhere(self) -> bool:
+        """Whether batches are made out of this process (worker processes, Ray actors),
+        by a pool that receives the recipe (`Recipe`)."""
+        return self.processes or self.engine is not None
 
     def check(self, maker: BatchMaker) -> None:
         """Refuses what the worker processes could not run: Keras layers in
@@ -120,8 +140,8 @@ class Feeding:
         self.placement = placement
         self.pace = pace
         self.name = name
-        self.pool: _workers.WorkerPool | None = None  # the worker processes, made on
-        # their first batch
+        self.pool: _workers.WorkerPool | RayPool | None = None  # the worker processes
+        # or Ray actors, made on their first batch
         self.view: Order | None = None  # the order fixed at the epoch whose
         # batches are made ahead
         self.ahead = self._work_ahead() if ahead else None
@@ -135,6 +155,10 @@ class Feeding:
         the last files of the other instead of idling at the batch's end."""
         place = self.placement
         depth = max(place.workers, place.max_queue_size or 10)  # Keras's queue, in batches
+        if place.engine is not None:  # every batch asked of the actors, the first too
+            depth = max(depth, place.engine.actors or 0)
+            return _ahead.WorkAhead(self._make_ahead, depth, submit=self._submit,
+                                    submit_asked=True)
         if place.processes:
             if not _workers.can_start():  # a worker (of kerasgen or of Keras's pool)
                 return None
@@ -151,7 +175,7 @@ class Feeding:
     def own_workers(self) -> bool:
         """Whether worker threads or processes of the generator's own make its batches."""
         place = self.placement
-        return self.ahead is not None and (place.processes or place.workers > 1)
+        return self.ahead is not None and (place.elsewhere or place.workers > 1)
 
     def warm_up(self) -> None:
         """Starts the fork server now where batches will be made in worker processes."""
@@ -161,13 +185,19 @@ class Feeding:
     def prepare(self) -> None:
         """Pickles the maker and the order for the worker processes now (before the
         first batch), so that what cannot cross processes is an error naming it before
-        training starts."""
-        if self.ahead is not None and self.placement.processes and self.pool is None:
+        training starts; Ray actors are started now (a recipe they cannot rebuild, or
+        actors the cluster cannot place, is an error here)."""
+        if self.ahead is not None and self.placement.elsewhere and self.pool is None:
             self.pool = self._new_pool()
+            if isinstance(self.pool, RayPool):
+                self.pool.start()
 
-    def _new_pool(self) -> _workers.WorkerPool:
-        return _workers.WorkerPool(Recipe(self.maker, self.order.copy()),
-                                   self.placement.workers, self.name)
+    def _new_pool(self) -> _workers.WorkerPool | RayPool:
+        recipe = Recipe(self.maker, self.order.copy())
+        engine = self.placement.engine
+        if engine is not None:
+            return RayPool(recipe, engine, self.placement.workers, self.name)
+        return _workers.WorkerPool(recipe, self.placement.workers, self.name)
 
     def make(self, index: int) -> Any:
         """Batch `index` of the order's current epoch, made here and now."""

@@ -14,10 +14,14 @@ training process, TensorFlow's or JAX's threads included. Here:
   notebook cell, a script, stdin, `python -c`), a class defined inside a function, a
   lambda or closure. So no `if __name__ == "__main__":` guard is needed, and a notebook's
   classes work. What cannot be pickled either way is an error naming the attribute,
-  raised before the first batch (`pickle_work`).
+  raised before the first batch (`pickle_work`), and so is an object that would pickle
+  but not work there: an open file (cloudpickle would send a copy of its text), an
+  object that lives in a Ray cluster (an ObjectRef, an actor handle, a Ray dataset: a
+  worker would start a Ray instance of its own; workers never do, see worker_loop).
 - Workers ignore SIGINT: an interrupt (Ctrl-C, a notebook's stop button, which signals
   the kernel's process group) reaches the training loop, which ends them; a parent that
-  is gone ends them at their next read of the pipe, without a traceback.
+  is gone ends them without a traceback, at their next read of the pipe, and on Linux at
+  once, mid-batch included (worker_loop.end_with_parent).
 - A worker writes each batch into a slot: anonymous shared memory (memfd, or an unlinked
   temporary file), mapped by both processes, its file descriptor passed once over the
   worker's pipe. Only the batch's layout (offsets, dtypes, shapes) crosses the pipe, and
@@ -55,10 +59,14 @@ batches), pipeline/worker_loop.py (a worker process's main loop), pipeline/hando
 
 from __future__ import annotations
 
+import inspect
+import io
 import mmap
 import os
 import pickle
+import sys
 import threading
+import types
 import weakref
 from concurrent.futures import Future
 from typing import Any
@@ -205,48 +213,183 @@ class WorkerPool:
             self.slot_size = max(self.slot_size, -(-needed // mmap.PAGESIZE) * mmap.PAGESIZE)
 
 
-def pickle_work(work: Any, name: str) -> tuple[bytes, list[int]]:
+def pickle_work(work: Any, name: str, ray_objects: bool = False,
+                ) -> tuple[bytes, list[int]]:
     """(payload, file descriptors of the shared caches it names): `work` pickled for the
     worker processes, by reference, or by value (cloudpickle) where a worker could not
     import what the pickle names (see the module docstring). A TypeError naming the
     attributes that neither can pickle (of the generator called `name`, or of the
-    kerasgen objects it holds)."""
+    kerasgen objects it holds), and those that would pickle but not work in a worker:
+    an open file (cloudpickle would send a copy of its text), and unless `ray_objects`
+    (Ray actors, which are in the cluster, receive it) an object that lives in a Ray
+    cluster (`_ray_types`: a worker would start a Ray instance of its own to use it)."""
     import cloudpickle
 
-    payload: bytes | None
+    refused = _refused_types(ray_objects)
+    payload: bytes | None = None
     with _shm.passing_fds([]) as fds:  # shared caches pass their memory along
         try:
-            payload = pickle.dumps(work, protocol=pickle.HIGHEST_PROTOCOL)
+            payload = _dumps(work, refused if refused[1] else None)
+        except Refused as error:
+            raise _unpicklable(work, name, error, refused, ray_objects) from None
         except (pickle.PicklingError, AttributeError, TypeError):
             payload = None  # a lambda, a local class: by value
         if payload is None or b"__main__" in payload:
             try:
-                payload = cloudpickle.dumps(work, protocol=pickle.HIGHEST_PROTOCOL)
+                payload = _dumps(work, refused, cloudpickle.Pickler)
             except Exception as error:  # noqa: BLE001 - named, with what to do
-                raise _unpicklable(work, name, error) from error
+                raise _unpicklable(work, name, error, refused, ray_objects) from (
+                    None if isinstance(error, Refused) else error)
     return payload, fds
 
 
-def _culprits(obj: Any, seen: set[int] | None = None) -> list[str]:
+class Refused(TypeError):
+    """An object pickle_work does not send to worker processes (its message says what
+    it is and why)."""
+
+
+# the classes of objects that live in a Ray cluster only, by the module defining them:
+# looked up where Ray is imported already (an object of theirs cannot exist otherwise)
+RAY_CLASSES = {"ray._raylet": ("ObjectRef", "ObjectRefGenerator"),
+               "ray._private.object_ref_generator": ("DynamicObjectRefGenerator",),
+               "ray.actor": ("ActorHandle",),
+               "ray.util.client.common": ("ClientActorHandle",),
+               "ray.data.dataset": ("Dataset",),
+               "ray.data.iterator": ("DataIterator",)}
+# open files of the operating system (cloudpickle would send a copy of what they read)
+OPEN_FILES = (io.FileIO, io.BufferedReader, io.BufferedWriter, io.BufferedRandom,
+              io.TextIOWrapper)
+
+
+def _ray_types() -> tuple[type, ...]:
+    found = []
+    for module, names in RAY_CLASSES.items():
+        loaded = sys.modules.get(module)
+        for class_name in names:
+            cls = getattr(loaded, class_name, None)
+            if isinstance(cls, type):
+                found.append(cls)
+    return tuple(found)
+
+
+def _refused_types(ray_objects: bool) -> tuple[tuple[type, ...], tuple[type, ...]]:
+    """(open file types, Ray types) that pickle_work refuses."""
+    return OPEN_FILES, () if ray_objects else _ray_types()
+
+
+def _refusal(obj: Any, refused: tuple[tuple[type, ...], tuple[type, ...]]) -> str | None:
+    """Why `obj` is not sent to a worker process, or None."""
+    files, ray_types = refused
+    if ray_types and isinstance(obj, ray_types):
+        return (f"a Ray {type(obj).__name__}, which lives in its Ray cluster: a worker "
+                "process would start a Ray instance of its own to use it")
+    if isinstance(obj, files):
+        return (f"an open file ({getattr(obj, 'name', '?')!r}), which a worker process "
+                "would get as a copy of what it reads, or not at all")
+    return None
+
+
+def _dumps(obj: Any, refused: tuple[tuple[type, ...], tuple[type, ...]] | None,
+           base: type = pickle.Pickler) -> bytes:
+    """`obj` pickled with `base` (pickle's or cloudpickle's Pickler); what `refused`
+    holds raises Refused. No check at all where `refused` is None: pickle's own fast
+    path (plain pickle refuses open files by itself; Ray types are there only where
+    Ray is imported)."""
+    buffer = io.BytesIO()
+    if refused is None:
+        pickle.Pickler(buffer, protocol=pickle.HIGHEST_PROTOCOL).dump(obj)
+        return buffer.getvalue()
+    outer, refusing = base, refused
+
+    class Refusing(outer):  # type: ignore[valid-type,misc]
+        def reducer_override(self, value: Any) -> Any:
+            why = _refusal(value, refusing)
+            if why is not None:
+                raise Refused(why)
+            parent = getattr(super(), "reducer_override", None)
+            return NotImplemented if parent is None else parent(value)
+
+    Refusing(buffer, protocol=pickle.HIGHEST_PROTOCOL).dump(obj)
+    return buffer.getvalue()
+
+
+def _culprits(obj: Any, refused: tuple[tuple[type, ...], tuple[type, ...]],
+              seen: set[int] | None = None) -> list[str]:
     """The names of `obj`'s attributes that cannot be pickled, looked for inside the
     kerasgen objects it holds (a maker's source, a subclass's generator): the user's
-    own attributes, not the kerasgen objects around them (each looked in once)."""
-    import cloudpickle
-
+    own attributes, not the kerasgen objects around them (each looked in once); a
+    function's variable named, and the way to an object refused (`_path`)."""
     seen = set() if seen is None else seen
     seen.add(id(obj))
-    state = obj.__getstate__() if hasattr(obj, "__getstate__") else vars(obj)
     names = []
-    for name, value in (state.items() if isinstance(state, dict) else ()):
+    for name, value in _parts(obj):
         holder = getattr(value, "__self__", value)  # a bound method: its object
         if _ours(holder) and id(holder) in seen:
             continue
-        try:
-            cloudpickle.dumps(value)
-        except Exception:  # noqa: BLE001 - any failure names the attribute
-            inner = _culprits(holder, seen) if _ours(holder) else []
-            names.extend(inner or [name])
+        failure = _failure(value, refused)
+        if failure is not None:
+            inner = _culprits(holder, refused, seen) if _ours(holder) else []
+            suffix, functions = _path(value, failure, refused)
+            names.extend(inner or [f"'{name}{suffix}'" + ")" * functions])
     return names
+
+
+def _parts(obj: Any) -> list[tuple[Any, Any]]:
+    """(name, value) of what pickling `obj` pickles: its state's attributes, a list's or
+    tuple's items, a dict's values (by key), a function's variables (closure and
+    globals); the first 100 of each."""
+    if isinstance(obj, (list, tuple)):
+        return list(enumerate(obj))[:100]
+    if isinstance(obj, dict):
+        return list(obj.items())[:100]
+    if isinstance(obj, types.FunctionType):
+        try:
+            found = inspect.getclosurevars(obj)
+        except (TypeError, ValueError):
+            return []
+        return (list(found.nonlocals.items()) + list(found.globals.items()))[:100]
+    try:
+        state = obj.__getstate__() if hasattr(obj, "__getstate__") else vars(obj)
+    except Exception:  # noqa: BLE001 - nothing more to name
+        return []
+    return list(state.items())[:100] if isinstance(state, dict) else []
+
+
+def _path(value: Any, failure: Exception,
+          refused: tuple[tuple[type, ...], tuple[type, ...]], depth: int = 0,
+          ) -> tuple[str, int]:
+    """(the way from `value` to what fails inside it, the functions on that way): a
+    function's variable (`' (its variable 'ref`), and, to an object refused, an
+    attribute (`.ref`) or item (`[0]`); at most 4 steps."""
+    if depth >= 4 or _refusal(value, refused) is not None:
+        return "", 0
+    function = isinstance(value, types.FunctionType)
+    if not (function or isinstance(failure, Refused)):
+        return "", 0  # where pickle itself failed: the attribute is named, not its insides
+    for part, inner in _parts(value):
+        inner_failure = _failure(inner, refused)
+        if inner_failure is not None:
+            if function:
+                step = f"' (its variable '{part}"
+            elif isinstance(value, (list, tuple, dict)):
+                step = f"[{part!r}]"
+            else:
+                step = f".{part}"
+            rest, functions = _path(inner, inner_failure, refused, depth + 1)
+            return step + rest, functions + function
+    return "", 0
+
+
+def _failure(value: Any, refused: tuple[tuple[type, ...], tuple[type, ...]],
+             ) -> Exception | None:
+    """Why `value` cannot be pickled for a worker process, or None."""
+    import cloudpickle
+
+    try:
+        _dumps(value, refused, cloudpickle.Pickler)
+    except Exception as error:  # noqa: BLE001 - any failure names the attribute
+        return error
+    return None
 
 
 def _ours(value: Any) -> bool:
@@ -255,14 +398,29 @@ def _ours(value: Any) -> bool:
         c.__module__.split(".")[0] == "kerasgen" for c in type(value).__mro__)
 
 
-def _unpicklable(work: Any, name: str, error: Exception) -> TypeError:
-    names = list(dict.fromkeys(_culprits(work)))
+def _unpicklable(work: Any, name: str, error: Exception,
+                 refused: tuple[tuple[type, ...], tuple[type, ...]],
+                 ray_objects: bool = False) -> TypeError:
+    """The TypeError naming what of `work` cannot go to the worker processes (or, with
+    `ray_objects`, to Ray actors: engine=kg.RayEngine)."""
+    names = list(dict.fromkeys(_culprits(work, refused)))
+    where = ("Ray actors (engine=kg.RayEngine)" if ray_objects
+             else "worker processes (use_multiprocessing=True)")
     what = (f"its attribute{'s' if len(names) > 1 else ''} "
-            f"{', '.join(repr(n) for n in names)}" if names else "it")
+            f"{', '.join(names)}" if names else "it")
+    if isinstance(error, Refused):
+        ray = "a Ray " in str(error)
+        return TypeError(
+            f"{name} cannot be sent to {where}: {what} "
+            f"{'hold' if len(names) > 1 else 'holds'} {error}. "
+            + ("Make its batches on Ray actors (engine=kg.RayEngine()), which are in the "
+               "cluster, or use worker threads (use_multiprocessing=False)."
+               if ray else
+               "Open the file in load_sample (once per process), or use worker threads "
+               "(use_multiprocessing=False)."))
     return TypeError(
-        f"{name} cannot be sent to worker processes (use_multiprocessing=True): {what} "
+        f"{name} cannot be sent to {where}: {what} "
         f"cannot be pickled ({type(error).__name__}: {error}). Open files, locks, "
         "database connections and models cannot cross processes: create them in "
         "load_sample (once per process), or use worker threads "
-        "(use_multiprocessing=False).")
-
+        f"({'no engine' if ray_objects else 'use_multiprocessing=False'}).")
