@@ -1,5 +1,6 @@
 """TableGenerator: batches from a table: a pyarrow.Table, a pandas DataFrame, Arrow IPC
-(Feather v2) files or Parquet files, read by row number (`formats.table_rows`), each
+(Feather v2) files, Parquet files or a ray.data.Dataset (`formats.table_ray`), read by
+row number (`formats.table_rows`), each
 batch only its rows (a Parquet file's row groups, an IPC file's record batches, those
 its rows lie in). A thin builder: the reader, the source (`sources._table`: numeric and
 list columns, an image column decoded by the one `ImageLoader`, or both as a two-input
@@ -19,6 +20,7 @@ from kerasgen.base import Generator
 from kerasgen.builders.common import check_common, worker_processes
 from kerasgen.formats.base import SampleVersions
 from kerasgen.formats.table_copy import copied_if_needed
+from kerasgen.formats.table_ray import is_ray_dataset, is_ray_stream, ray_rows
 from kerasgen.formats.table_rows import (MAX_CACHE_BYTES, FileRows, TableRows, open_rows,
                                          pyarrow_module)
 from kerasgen.loading import images
@@ -48,7 +50,12 @@ class TableGenerator(Generator):
             is read, with the selected columns only, when a row in it is asked for);
             a path, a glob pattern ("data/train-*.parquet", matches sorted) or a list of
             them, read as one table in that order. The files' kind is read from their
-            first bytes.
+            first bytes. Or a `ray.data.Dataset`: materialized once, in order (its
+            blocks stay in Ray's object store; the driver holds their references and
+            row counts, counted beside the blocks), a batch fetching the blocks its
+            rows lie in, the columns read only (see docs/tables.md#a-ray-dataset);
+            made in this process's threads or in Ray actors (`engine=kg.RayEngine()`),
+            not in worker processes (`use_multiprocessing=True` is refused).
         x_col: the features: a numeric column ((n,) batches; a list column of numbers,
             each row one length: (n, length)); a list of them ((n, k): side by side, a
             list column taking its length); or {input name: column or columns} (dict
@@ -76,9 +83,10 @@ class TableGenerator(Generator):
         label_delimiter: separates several labels in one string cell for "multi_label"
             ("a|b"), as CSVGenerator's; a cell holding it under a single-label mode is
             an error naming its row. None: a cell is one label.
-        max_cache_bytes: the decoded row groups (record batches) of files kept in
-            memory for the next batches, least recently used dropped (default 256 MiB;
-            at least the last one read is kept). Each worker process has its own.
+        max_cache_bytes: the decoded row groups (record batches) of files, or the
+            fetched blocks of a Ray dataset, kept in memory for the next batches,
+            least recently used dropped (default 256 MiB; at least the last one read
+            is kept). Each worker process (each Ray actor) has its own.
         arrow_copy: for Parquet files read in a shuffled or sampled order. None
             (default): where the columns read hold more than `max_cache_bytes` (a
             shuffled batch would read its row groups again: `datasets` writes groups of
@@ -143,7 +151,11 @@ class TableGenerator(Generator):
             _checks.fail("y_col", "one column name (str)", y_col, TypeError)
         options = ImageOptions.of(locals()).for_dtype(common.get("dtype", "float32"))
         store = _remote.Store(storage_options, _remote.check_cache(remote_cache))
-        rows = open_rows(table, max_cache_bytes, store)
+        if is_ray_dataset(table) or is_ray_stream(table):
+            _refuse_processes(common)
+            rows: TableRows = ray_rows(table, max_cache_bytes)
+        else:
+            rows = open_rows(table, max_cache_bytes, store)
         ordered = common.get("shuffle", True) is False and common.get("sampler") is None
         rows = copied_if_needed(rows, _columns(x_col, image_col, y_col), arrow_copy,
                                 ordered, store, verbose)
@@ -197,6 +209,18 @@ class TableGenerator(Generator):
     def skipped(self) -> list[str]:
         """The rows skipped so far (on_error="skip": their image could not be decoded)."""
         return [] if self.loader is None else _redact.redact_all(self.loader.skipped)
+
+
+def _refuse_processes(common: dict[str, Any]) -> None:
+    """A Ray dataset's blocks are read through Ray: in the driver's threads or in Ray
+    actors (`engine=`), never in kerasgen's own worker processes (not Ray workers)."""
+    processes = worker_processes(common)
+    if processes is not None:
+        raise ValueError(
+            "A ray.data.Dataset's blocks are read through Ray, which kerasgen's worker "
+            "processes are not connected to: `use_multiprocessing` must be False for it: "
+            "read it on threads (the default) or on Ray actors (engine=kg.RayEngine()). "
+            f"Received: use_multiprocessing=True, workers={processes}.")
 
 
 def _columns(x_col: XCol | None, image_col: str | None, y_col: str | None) -> list[str]:
