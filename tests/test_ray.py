@@ -189,6 +189,35 @@ killed = same(after_kill, local)
 resent_kill = gen._feeding.pool.resent
 gen._feeding.pool.stop()
 
+# model.fit with an actor killed after its second step: the same weights as a local fit
+import keras
+
+class KillAnActor(keras.callbacks.Callback):
+    def __init__(self, engine):
+        super().__init__()
+        self.engine = engine
+
+    def on_train_batch_end(self, batch, logs=None):
+        if batch == 1:
+            ray.kill(self.engine.actor_handles()[0], no_restart=True)
+
+def trained(gen, callbacks=()):
+    keras.utils.set_random_seed(1)
+    model = keras.Sequential([keras.Input((8, 8, 3)), keras.layers.Rescaling(1 / 255),
+                              keras.layers.Flatten(), keras.layers.Dense(4)])
+    model.compile("sgd", keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    model.fit(gen, epochs=2, verbose=0, callbacks=list(callbacks))
+    return model.get_weights()
+
+engine = kg.RayEngine(actors=2)
+fitted = arrays(augment=slow_flip, engine=engine)
+w_ray = trained(fitted, [KillAnActor(engine)])
+fit_resent = fitted._feeding.pool.resent
+w_local = trained(arrays())
+report(fit_killed=all(np.array_equal(a, b) for a, b in zip(w_local, w_ray)),
+       fit_resent=fit_resent)
+fitted._feeding.pool.stop()
+
 # the default engine: an actor per CPU of the cluster (4), so the lost node's actors
 # cannot be replaced: the epoch goes on with the others
 gen = arrays(augment=slow_flip, engine=kg.RayEngine())
@@ -205,6 +234,7 @@ report(killed=killed, resent_kill=resent_kill, on_node2=len(on_node2),
 gen._feeding.pool.stop()
 """, timeout=300, backend="jax", fresh=True)
     assert result["killed"] and result["resent_kill"] >= 1
+    assert result["fit_killed"] and result["fit_resent"] >= 1
     assert result["on_node2"] == 2
     assert result["removed"] and result["resent_removal"] >= 1
     assert result["actors_left"] == 2

@@ -15,6 +15,8 @@ from typing import Any
 from kerasgen import _checks
 
 PIP_RAY = 'pip install "kerasgen3[ray]"'
+# engine -> the list of its actors now (pipeline/ray_pool.py's RayCrew keeps it current)
+RUNNING: dict[RayEngine, list[Any]] = {}
 DEFAULT_ACTOR_OPTIONS: Mapping[str, Any] = {"num_cpus": 1}
 
 
@@ -99,9 +101,7 @@ class RayEngine:
         """The Ray actors making batches for this engine now (Ray's ActorHandles; empty
         when no generator is using them): to watch them, or kill one to see its batches
         made again."""
-        from kerasgen.pipeline.ray_pool import running_actors
-
-        return running_actors(self)
+        return list(RUNNING.get(self, ()))
 
     def connect(self) -> Any:
         """Ray, connected to the cluster (see `address`)."""

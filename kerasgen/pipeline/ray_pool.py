@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 
 from kerasgen import _quiet
-from kerasgen.pipeline.ray_engine import RayEngine
+from kerasgen.pipeline.ray_engine import RUNNING, RayEngine
 from kerasgen.pipeline.workers import ERROR_IDLE_S, IDLE_S, pickle_work
 
 # Ray's exceptions after which a batch is asked again of a new actor (its actor or its
@@ -117,6 +117,7 @@ class RayCrew:
         self.actors: list[Any] = []
         self.users: set[int] = set()  # ids of the pools using the actors
         self.turn = 0
+        RUNNING[engine] = self.actors  # what engine.actor_handles() reads
 
     def join(self, user: int, workers: int, key: str, payload: Any) -> None:
         """Pool `user` (its id) uses the actors from now on: they are started where none
@@ -196,12 +197,6 @@ def crew_of(engine: RayEngine) -> RayCrew:
     if crew is None or not crew.ray.is_initialized():
         crew = _CREWS[engine] = RayCrew(engine)
     return crew
-
-
-def running_actors(engine: RayEngine) -> list[Any]:
-    """The actors of `engine`'s crew now (none when it has no crew)."""
-    crew = _CREWS.get(engine)
-    return list(crew.actors) if crew is not None else []
 
 
 class RayPool:
