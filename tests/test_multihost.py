@@ -99,7 +99,8 @@ CHILD = textwrap.dedent("""
     out["shard"] = gen.get_state()["shard"]
     out["weights"] = float(sum(np.asarray(w, "float64").sum() for w in model.get_weights()))
     out["seconds"] = round(time.perf_counter() - start, 1)
-    print("RESULT " + json.dumps(out), flush=True)
+    sys.stdout.write("RESULT " + json.dumps(out) + "\\n")  # one write: the other
+    sys.stdout.flush()  # process shares the pipe
     jax.distributed.shutdown()
 """)
 
@@ -153,8 +154,13 @@ def free_port() -> int:
 
 
 def results(output: str) -> list[dict]:
-    found = sorted((json.loads(line[7:]) for line in output.splitlines()
-                    if line.startswith("RESULT ")), key=lambda r: r["pid"])
+    """The RESULT records of 2 processes writing to one pipe (a line of one may land
+    inside a line of the other's output: each is read from its mark, as far as its
+    JSON goes)."""
+    decoder = json.JSONDecoder()
+    marks = [k for k in range(len(output)) if output.startswith("RESULT {", k)]
+    found = sorted((decoder.raw_decode(output, k + 7)[0] for k in marks),
+                   key=lambda r: r["pid"])
     assert len(found) == 2, output[-6000:]
     return found
 
@@ -317,9 +323,10 @@ TF_WORKER = textwrap.dedent("""
         gen = kg.ArrayGenerator(np.zeros((40, 2), "float32"), batch_size=4, seed=1,
                                 num_shards="auto")
         whole = kg.ArrayGenerator(np.zeros((40, 2), "float32"), batch_size=4, seed=1)
-    print("RESULT " + json.dumps({"pid": i, "outside": outside is None,
+    sys.stdout.write("RESULT " + json.dumps({"pid": i, "outside": outside is None,
           "found": [found.num_shards, found.index], "shard": gen.get_state()["shard"],
-          "whole": whole.get_state()["shard"]}), flush=True)
+          "whole": whole.get_state()["shard"]}) + "\\n")
+    sys.stdout.flush()
     os._exit(0)
 """)
 
