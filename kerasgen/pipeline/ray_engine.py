@@ -39,7 +39,8 @@ class RayEngine:
     batch asked of it is five numbers (epoch, resume offset, index, seed, batch order).
     The generator's work-ahead window (`max_queue_size` batches, at most 256 MiB) bounds
     the batches in flight. An actor or a node lost mid-epoch has its batches made again
-    by a new actor, identical, and the epoch goes on.
+    (by a new actor in its place where the cluster has room, else by the others),
+    identical, and the epoch goes on. The generators of one engine share its actors.
 
     Args:
         address: the cluster, as `ray.init(address=...)` takes it ("auto", or

@@ -6,21 +6,27 @@
 generator's work-ahead (`pipeline.ahead.WorkAhead`) gives the same ordered, bounded window
 and the batches come back in the caller's order.
 
+- The actors are an engine's (`RayCrew`), shared by the generators that use it (a
+  training and a validation generator), started by the first and ended a few seconds
+  after the last stops using them.
 - The recipe (`pipeline.feeding.Recipe`: the batch maker and a copy of the order) is
-  pickled once (`pickle_work`, Ray's own objects allowed: a Ray dataset's blocks) and put
-  in Ray's object store; every actor unpickles it when it starts (`BatchActor`), so a
-  batch asked of an actor is five numbers, and its bytes are those the training process
-  would make.
+  pickled once by Ray's cloudpickle (which keeps the owners of the Ray objects it holds:
+  a Ray dataset's blocks) and put in Ray's object store; every actor unpickles it when
+  the generator starts using the actors (`BatchActor.load`: an error then, not at batch
+  900), so a batch asked of an actor is five numbers, and its bytes are those the
+  training process would make.
 - A batch whose actor died (killed, out of memory, its node gone: Ray's RayActorError,
-  ActorUnavailableError, or the result lost with its node) is asked again of a new actor,
-  up to the engine's `max_retries` times; the same bytes come back, so the epoch goes on.
+  ActorUnavailableError, or the result lost with its node) is asked again, up to the
+  engine's `max_retries` times, of the lost actor's replacement (where the cluster has
+  room for one; else its slot is dropped and another actor makes it); the same bytes come
+  back, so the epoch goes on.
 - An error raised while making a batch (a corrupt file) is raised in the caller as
-  itself, with a note naming the actor's node, as a worker process's would be.
+  itself, with a note saying it came from a Ray actor, as a worker process's would be.
 - Batches arrive as Ray hands them over, read-only views of its object store; the arrays
   are copied out, so the caller holds ordinary writable arrays and the store frees them.
-- `stop` kills the actors (their Ray worker processes end; a batch they still owed is
-  dropped: CancelledError, which the work-ahead makes in the caller if asked for);
-  `stop_later` does so IDLE_S seconds after an epoch unless the next one asks first.
+- `stop` leaves the crew (a batch its actors still owed this generator is dropped:
+  CancelledError, which the work-ahead makes in the caller if asked for); `stop_later`
+  does so IDLE_S seconds after an epoch unless the next one asks first.
 """
 
 from __future__ import annotations
