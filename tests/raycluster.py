@@ -210,11 +210,15 @@ def _environment(env):
 
 
 def _end(process):
-    """Ends the child's session (its Ray processes too), if anything of it is left."""
-    try:
-        os.killpg(process.pid, 9)
-    except OSError:
-        pass
+    """Ends every process of the child's session (Ray's daemons share the session, not
+    the process group), if anything of it is left."""
+    out = subprocess.run(["ps", "-eo", "pid"], capture_output=True, text=True).stdout
+    for pid in [int(p) for p in out.split()[1:]]:
+        if pid != os.getpid() and _session_of(pid) == process.pid:
+            try:
+                os.kill(pid, 9)
+            except OSError:
+                pass
     try:
         process.wait(timeout=10)
     except subprocess.TimeoutExpired:

@@ -20,6 +20,7 @@ import kerasgen as kg
 from kerasgen.formats import table_ray
 from kerasgen.table import TableGenerator
 from tests import raycluster
+from tests.test_tables import assert_same, batches
 
 pa = pytest.importorskip("pyarrow")
 
@@ -91,26 +92,6 @@ def fake_ray(monkeypatch):
 def blocks_of(table, sizes):
     starts = np.concatenate([[0], np.cumsum(sizes)])
     return [table.slice(int(a), int(b - a)) for a, b in zip(starts[:-1], starts[1:])]
-
-
-def batches(gen, epochs=2):
-    out = []
-    for _ in range(epochs):
-        gen.on_epoch_end()
-        out.append([gen[i] for i in range(len(gen))])
-    return out
-
-
-def assert_same(a, b):
-    assert len(a) == len(b)
-    for batch_a, batch_b in zip([x for e in a for x in e], [x for e in b for x in e]):
-        for part_a, part_b in zip(batch_a, batch_b):
-            if isinstance(part_a, dict):
-                assert part_a.keys() == part_b.keys()
-                for key in part_a:
-                    assert np.array_equal(part_a[key], part_b[key])
-            else:
-                assert np.array_equal(part_a, part_b)
 
 
 def test_rows_are_indexed_by_block_and_batches_match_a_table(fake_ray):
